@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create .venv with everything kokoro-tvm-ext needs: torch (CPU), the pinned TVM wheel
+# with tvm_patches/ applied, kokoro, and this package with its native library built.
+# Safe to run again: every step is idempotent.
+#
+#   VENV=path     where the environment goes (default .venv)
+#   TORCH_SPEC=.. the torch requirement (default torch==2.13.0, the CPU build here)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+venv="${VENV:-.venv}"
+tvm_wheel="$(sed -n 's/^TVM_WHEEL_VERSION=//p' upstream/tvm.pin)"
+
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+# shellcheck disable=SC1091
+source "$venv/bin/activate"
+pip_install() { python -m pip install --quiet --disable-pip-version-check "$@"; }
+
+echo "== torch, TVM $tvm_wheel"
+pip_install "${TORCH_SPEC:-torch==2.13.0}" "apache-tvm==$tvm_wheel" "setuptools>=64" wheel
+echo "== tvm_patches -> installed wheel"
+./upstream/apply.sh
+echo "== kokoro-tvm-ext (native library via CMake)"
+pip_install --no-build-isolation -e ".[test]"
+python -c "import kokoro_ext.native as n; print('native library:', n.load())"

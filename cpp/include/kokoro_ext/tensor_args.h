@@ -1,0 +1,75 @@
+/*!
+ * \file kokoro_ext/tensor_args.h
+ * \brief Checks and typed data access for the tensors native kernels receive.
+ *
+ * Kernels are called from compiled Relax code through call_dps_packed, where a shape
+ * or dtype mismatch would otherwise read out of bounds.  Every check raises a
+ * ValueError naming the kernel, the argument and what was expected.
+ */
+#ifndef KOKORO_EXT_TENSOR_ARGS_H_
+#define KOKORO_EXT_TENSOR_ARGS_H_
+
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+
+namespace kokoro_ext {
+
+/*! \brief Render a shape as "[a, b, c]" for error messages. */
+inline std::string ShapeString(tvm::ffi::ShapeView shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+/*! \brief Require a contiguous float32 CPU tensor of the given rank. */
+inline void CheckFloat32Cpu(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
+                            int ndim) {
+  if (t.device().device_type != kDLCPU) {
+    TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must be on the CPU";
+  }
+  DLDataType dt = t.dtype();
+  if (dt.code != kDLFloat || dt.bits != 32 || dt.lanes != 1) {
+    TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must be float32";
+  }
+  if (t.ndim() != ndim) {
+    TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must have " << ndim
+                              << " dimensions, got shape " << ShapeString(t.shape());
+  }
+  if (!t.IsContiguous()) {
+    TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must be contiguous";
+  }
+}
+
+/*! \brief Require t to have exactly the given shape. */
+inline void CheckShape(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
+                       std::initializer_list<int64_t> expected) {
+  bool same = t.ndim() == static_cast<int>(expected.size());
+  int i = 0;
+  for (int64_t e : expected) same = same && t.shape()[i++] == e;
+  if (!same) {
+    std::ostringstream want;
+    want << '[';
+    i = 0;
+    for (int64_t e : expected) want << (i++ ? ", " : "") << e;
+    want << ']';
+    TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must have shape " << want.str()
+                              << ", got " << ShapeString(t.shape());
+  }
+}
+
+/*! \brief Typed pointer to the first element, honouring the DLPack byte offset. */
+template <typename T>
+T* DataPtr(const tvm::ffi::TensorView& t) {
+  return reinterpret_cast<T*>(static_cast<char*>(t.data_ptr()) + t.byte_offset());
+}
+
+}  // namespace kokoro_ext
+
+#endif  // KOKORO_EXT_TENSOR_ARGS_H_

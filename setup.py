@@ -1,0 +1,85 @@
+"""kokoro-tvm-ext: Kokoro-82M compiled with Apache TVM.
+
+Install with the pinned TVM wheel already present and the patch series applied
+(see README.md, or run ./bootstrap.sh):
+
+    pip install --no-build-isolation -e .
+
+The native kernel library (cpp/) is built with CMake against the tvm-ffi of the
+installing interpreter, so the build must not be isolated from it.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+def pinned(key: str) -> str:
+    """A value from upstream/tvm.pin, the one place the TVM version is set."""
+    for line in (ROOT / "upstream" / "tvm.pin").read_text().splitlines():
+        if line.startswith(f"{key}="):
+            return line.split("=", 1)[1].strip()
+    raise KeyError(f"{key} missing from upstream/tvm.pin")
+
+
+class CMakeLibrary(Extension):
+    """A plain shared library built by the top-level CMakeLists.txt."""
+
+    def __init__(self, name: str):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def get_ext_filename(self, fullname):
+        # The library is loaded with ctypes, not imported: keep the plain .so name.
+        return str(Path(*fullname.split("."))) + ".so"
+
+    def build_extension(self, ext):
+        out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        build_dir = Path(self.build_temp).resolve() / "cmake"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                "cmake",
+                "-S",
+                str(ROOT),
+                "-B",
+                str(build_dir),
+                f"-DPython_EXECUTABLE={sys.executable}",
+                f"-DKOKORO_EXT_LIBRARY_DIR={out_dir}",
+                "-DCMAKE_BUILD_TYPE=Release",
+            ],
+            check=True,
+        )
+        subprocess.run(["cmake", "--build", str(build_dir), "-j2"], check=True)
+        # Editable installs copy the library next to the sources, into a folder
+        # setuptools does not create.
+        (ROOT / "kokoro_ext" / "lib").mkdir(exist_ok=True)
+
+
+setup(
+    name="kokoro-tvm-ext",
+    version="0.1.0",
+    description="Kokoro-82M text-to-speech compiled with Apache TVM for CPUs",
+    long_description=(ROOT / "README.md").read_text(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["kokoro_ext", "kokoro_ext.*"]),
+    package_data={"kokoro_ext": ["configs/*.json"]},
+    ext_modules=[CMakeLibrary("kokoro_ext.lib.libkokoro_ext_kernels")],
+    cmdclass={"build_ext": CMakeBuild},
+    install_requires=[
+        f"apache-tvm=={pinned('TVM_WHEEL_VERSION')}",
+        "torch>=2.4",
+        "kokoro==0.9.4",
+        "numpy",
+    ],
+    extras_require={"test": ["pytest"]},
+    zip_safe=False,
+)
