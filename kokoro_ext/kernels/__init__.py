@@ -1,0 +1,1 @@
+"""Kernels written in TIR, for targets without the native library."""
