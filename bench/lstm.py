@@ -1,0 +1,166 @@
+"""LSTM benchmark: IR size, compile time and run time against sequence length.
+
+At Kokoro's sizes (bidirectional, hidden 256 per direction, input 640 by default),
+for each sequence length it compares
+
+  unrolled  the stock TVM 0.27 import: torch's Core ATen decomposition unrolls the
+            time loop into Relax ops before the importer sees it (the default of
+            from_exported_program without tvm_patches/0003)
+  tir       our packed_lstm op lowered to one TIR time loop (kokoro_ext.kernels)
+  native    our packed_lstm op lowered to the C++ kernel (cpp/src/lstm.cc)
+  torch     torch.nn.LSTM, eager, on the same input
+
+and prints IR lines (Relax + TIR as printed by TVMScript), compile time (tvm.compile
+for llvm) and median run time.  The unrolled import is skipped above --max-unrolled
+steps, where its compile time runs into minutes.
+
+    python bench/lstm.py [--input 640] [--lengths 16 64 256 1024] [--plot lstm.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import numpy as np
+import torch
+import tvm
+from tvm import relax
+from tvm.relax.frontend.torch import from_exported_program
+
+from kokoro_ext import native
+from kokoro_ext.export import PackedLSTM
+from kokoro_ext.frontend import custom_convert_map
+
+HIDDEN = 256
+
+
+class _TorchLSTM(torch.nn.Module):
+    def __init__(self, lstm):
+        super().__init__()
+        self.lstm = lstm
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def _import(lstm: torch.nn.LSTM, path: str, steps: int) -> tvm.IRModule:
+    x = torch.zeros(1, steps, lstm.input_size)
+    if path == "unrolled":
+        ep = torch.export.export(_TorchLSTM(lstm), (x,)).run_decompositions()
+        return from_exported_program(ep, run_ep_decomposition=False)
+    ep = torch.export.export(PackedLSTM.from_lstm(lstm).eval(), (x, torch.tensor([steps])))
+    return from_exported_program(ep, custom_convert_map=custom_convert_map(path))
+
+
+def _median_time(fn, repeat: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(lstm: torch.nn.LSTM, path: str, steps: int, repeat: int) -> dict:
+    """IR lines, compile seconds, run seconds and max error vs torch for one path."""
+    x = np.random.default_rng(0).standard_normal((1, steps, lstm.input_size), dtype="float32")
+    with torch.no_grad():
+        want = lstm(torch.from_numpy(x))[0].numpy()
+    if path == "torch":
+        with torch.no_grad():
+            run = _median_time(lambda: lstm(torch.from_numpy(x)), repeat)
+        return {"ir_lines": None, "compile_s": None, "run_s": run, "max_err": 0.0}
+    mod = _import(lstm, path, steps)
+    ir_lines = len(mod.script(show_meta=False).splitlines())
+    start = time.perf_counter()
+    ex = tvm.compile(mod, target="llvm")
+    compile_s = time.perf_counter() - start
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    args = [tvm.runtime.tensor(x)]
+    if path != "unrolled":
+        args.append(tvm.runtime.tensor(np.array([steps], dtype="int64")))
+    out = vm["main"](*args)
+    got = (out[0] if isinstance(out, tvm.ir.Array | list | tuple) else out).numpy()
+    run = _median_time(lambda: vm["main"](*args), repeat)
+    return {
+        "ir_lines": ir_lines,
+        "compile_s": compile_s,
+        "run_s": run,
+        "max_err": float(np.abs(got - want).max()),
+    }
+
+
+def _cell(value, spec: str, width: int) -> str:
+    return ("-" if value is None else format(value, spec)).rjust(width)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--input", type=int, default=640, help="LSTM input size (640 or 512)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64, 256, 1024])
+    parser.add_argument("--max-unrolled", type=int, default=256, help="skip unrolled above")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--plot", help="write a PNG chart here (needs matplotlib)")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")  # torch.export deprecation chatter
+
+    torch.set_num_threads(args.threads)
+    native.load()
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(args.input, HIDDEN, batch_first=True, bidirectional=True).eval()
+    print(
+        f"bidirectional LSTM, input {args.input}, hidden {HIDDEN}, batch 1, "
+        f"{args.threads} thread(s), TVM {tvm.__version__}"
+    )
+    header = f"{'steps':>6} {'path':<9} {'IR lines':>9} {'compile s':>10} {'run ms':>10} {'max err':>9}"
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for steps in args.lengths:
+        for path in ("unrolled", "tir", "native", "torch"):
+            if path == "unrolled" and steps > args.max_unrolled:
+                print(f"{steps:>6} {path:<9} {'skipped: compile time grows with steps':>41}")
+                continue
+            r = measure(lstm, path, steps, args.repeat if path != "tir" else 2)
+            rows.append((steps, path, r))
+            print(
+                f"{steps:>6} {path:<9} {_cell(r['ir_lines'], 'd', 9)} "
+                f"{_cell(r['compile_s'], '.2f', 10)} {r['run_s'] * 1e3:10.2f} {r['max_err']:9.1e}",
+                flush=True,
+            )
+    if args.plot:
+        _plot(rows, args.plot)
+
+
+def _plot(rows, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for ax, key, label in zip(
+        axes, ("ir_lines", "compile_s", "run_s"), ("IR lines", "compile time [s]", "run time [s]")
+    ):
+        for name in ("unrolled", "tir", "native", "torch"):
+            pts = [(s, r[key]) for s, p, r in rows if p == name and r[key] is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length")
+        ax.set_title(label)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
