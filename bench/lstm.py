@@ -55,25 +55,11 @@ def _import(lstm: torch.nn.LSTM, path: str, steps: int) -> tvm.IRModule:
     return from_exported_program(ep, custom_convert_map=custom_convert_map(path))
 
 
-def _median_time(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def measure(lstm: torch.nn.LSTM, path: str, steps: int, repeat: int) -> dict:
-    """IR lines, compile seconds, run seconds and max error vs torch for one path."""
-    x = np.random.default_rng(0).standard_normal((1, steps, lstm.input_size), dtype="float32")
-    with torch.no_grad():
-        want = lstm(torch.from_numpy(x))[0].numpy()
+def build(lstm: torch.nn.LSTM, path: str, steps: int, x: np.ndarray):
+    """Import and compile one path; return (IR lines, compile seconds, callable)."""
     if path == "torch":
-        with torch.no_grad():
-            run = _median_time(lambda: lstm(torch.from_numpy(x)), repeat)
-        return {"ir_lines": None, "compile_s": None, "run_s": run, "max_err": 0.0}
+        xt = torch.from_numpy(x)
+        return None, None, lambda: lstm(xt)[0].numpy()
     mod = _import(lstm, path, steps)
     ir_lines = len(mod.script(show_meta=False).splitlines())
     start = time.perf_counter()
@@ -83,14 +69,39 @@ def measure(lstm: torch.nn.LSTM, path: str, steps: int, repeat: int) -> dict:
     args = [tvm.runtime.tensor(x)]
     if path != "unrolled":
         args.append(tvm.runtime.tensor(np.array([steps], dtype="int64")))
-    out = vm["main"](*args)
-    got = (out[0] if isinstance(out, tvm.ir.Array | list | tuple) else out).numpy()
-    run = _median_time(lambda: vm["main"](*args), repeat)
+
+    def run():
+        out = vm["main"](*args)
+        return (out[0] if isinstance(out, tvm.ir.Array | list | tuple) else out).numpy()
+
+    return ir_lines, compile_s, run
+
+
+def measure(lstm: torch.nn.LSTM, paths: list[str], steps: int, repeat: int) -> dict:
+    """Per path: IR lines, compile s, median run s and max error against torch.
+
+    Run times are taken in interleaved rounds (every path once per round) so that
+    machine noise hits all paths alike.
+    """
+    x = np.random.default_rng(0).standard_normal((1, steps, lstm.input_size), dtype="float32")
+    with torch.no_grad():
+        want = lstm(torch.from_numpy(x))[0].numpy()
+        built = {p: build(lstm, p, steps, x) for p in paths}
+        errors = {p: float(np.abs(built[p][2]() - want).max()) for p in paths}  # + warm-up
+        times = {p: [] for p in paths}
+        for _ in range(repeat):
+            for p in paths:
+                start = time.perf_counter()
+                built[p][2]()
+                times[p].append(time.perf_counter() - start)
     return {
-        "ir_lines": ir_lines,
-        "compile_s": compile_s,
-        "run_s": run,
-        "max_err": float(np.abs(got - want).max()),
+        p: {
+            "ir_lines": built[p][0],
+            "compile_s": built[p][1],
+            "run_s": statistics.median(times[p]),
+            "max_err": errors[p],
+        }
+        for p in paths
     }
 
 
@@ -103,7 +114,8 @@ def main() -> None:
     parser.add_argument("--input", type=int, default=640, help="LSTM input size (640 or 512)")
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64, 256, 1024])
     parser.add_argument("--max-unrolled", type=int, default=256, help="skip unrolled above")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--max-tir", type=int, default=1024, help="skip the TIR loop above")
+    parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--plot", help="write a PNG chart here (needs matplotlib)")
     args = parser.parse_args()
@@ -122,11 +134,14 @@ def main() -> None:
     print("-" * len(header))
     rows = []
     for steps in args.lengths:
-        for path in ("unrolled", "tir", "native", "torch"):
-            if path == "unrolled" and steps > args.max_unrolled:
-                print(f"{steps:>6} {path:<9} {'skipped: compile time grows with steps':>41}")
-                continue
-            r = measure(lstm, path, steps, args.repeat if path != "tir" else 2)
+        paths = ["unrolled", "tir", "native", "torch"]
+        if steps > args.max_unrolled:
+            print(f"{steps:>6} {'unrolled':<9} {'skipped: compile time grows with steps':>41}")
+            paths.remove("unrolled")
+        if steps > args.max_tir:
+            print(f"{steps:>6} {'tir':<9} {'skipped: scalar loop, see --max-tir':>41}")
+            paths.remove("tir")
+        for path, r in measure(lstm, paths, steps, args.repeat).items():
             rows.append((steps, path, r))
             print(
                 f"{steps:>6} {path:<9} {_cell(r['ir_lines'], 'd', 9)} "

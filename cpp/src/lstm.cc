@@ -22,9 +22,9 @@
  *     y           [B, T, D*H]           h_n, c_n [L*D, B, H]
  * Weights are PyTorch's, stacked by layer and direction; gate order i, f, g, o.
  *
- * Work per layer: one GEMM projects every valid time step of every sample for both
- * directions (x W_ih^T + b), then the recurrences of all (sample, direction) pairs run
- * in parallel, each doing one [4H, H] matrix-vector product per step.
+ * Work per layer: one GEMM per direction projects every time step of every sample
+ * (x W_ih^T + b), then the recurrences of all (sample, direction) pairs run in
+ * parallel, each doing one [4H, H] matrix-vector product per step.
  */
 #include <kokoro_ext/gemm.h>
 #include <kokoro_ext/simd.h>
@@ -36,12 +36,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace kokoro_ext {
 namespace {
 
 constexpr const char* kName = "kokoro_ext.lstm";
+// From this padded length on, packing W_ih for the projection GEMM pays for itself.
+constexpr int64_t kPackedGemmMinSteps = 64;
 
 
 inline float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
@@ -56,12 +59,12 @@ constexpr int64_t kGateBlock = kGateVecs * simd::kLanes;
  * [H, kGateBlock] panel (the tail gates form a last [H, G % kGateBlock] panel), so the
  * recurrence streams through memory instead of striding across rows.
  */
-std::vector<float> PackRecurrentWeights(const float* w, int64_t G, int64_t H) {
-  std::vector<float> packed(G * H);
+std::unique_ptr<float[]> PackRecurrentWeights(const float* w, int64_t G, int64_t H) {
+  std::unique_ptr<float[]> packed(new float[G * H]);
   for (int64_t g0 = 0; g0 < G; g0 += kGateBlock) {
     const int64_t width = std::min(kGateBlock, G - g0);
-    float* panel = packed.data() + g0 * H;
-    for (int64_t k = 0; k < H; ++k)
+    float* panel = packed.get() + g0 * H;
+    for (int64_t k = 0; k < H; ++k)  // write the panel contiguously
       for (int64_t v = 0; v < width; ++v) panel[k * width + v] = w[(g0 + v) * H + k];
   }
   return packed;
@@ -192,7 +195,7 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
 
   // Layer input: x for the first layer, the previous layer's output after that.
   std::vector<float> layer_in, layer_out(B * T * D * H);
-  std::vector<float> proj(D * B * T * G);
+  std::unique_ptr<float[]> proj(new float[D * B * T * G]);  // fully written before read
   for (int64_t l = 0; l < L; ++l) {
     const float* in = l == 0 ? DataPtr<const float>(x) : layer_in.data();
     const int64_t in_dim = l == 0 ? I : D * H;
@@ -200,14 +203,17 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
                                : DataPtr<const float>(w_ih_rest) + (l - 1) * D * G * in_dim;
     float* dst = l == L - 1 ? out : layer_out.data();
     std::memset(dst, 0, B * T * D * H * sizeof(float));
-    // Input projections, [D][B][T][4H]; only the valid steps of each sample.
+    // Input projections of every step, [D][B*T][4H]: one GEMM per direction (padded
+    // steps included: cheaper than one GEMM per sample, and never read).  The kernel
+    // is chosen by the padded length, not the batch size, so a batch gives exactly the
+    // results of its samples run alone at that length.
+    const auto gemm = T >= kPackedGemmMinSteps ? GemmABtPacked : GemmABtInPlace;
     for (int64_t d = 0; d < D; ++d) {
-      for (int64_t b = 0; b < B; ++b) {
-        GemmABt(len[b], G, in_dim, in + b * T * in_dim, in_dim, w_ih + d * G * in_dim, in_dim,
-                DataPtr<const float>(bias) + (l * D + d) * G, proj.data() + (d * B + b) * T * G, G);
-      }
+      gemm(B * T, G, in_dim, in, in_dim, w_ih + d * G * in_dim, in_dim,
+           DataPtr<const float>(bias) + (l * D + d) * G, proj.get() + d * B * T * G, G);
     }
-    std::vector<std::vector<float>> w_rec(D);
+    std::vector<std::unique_ptr<float[]>> w_rec(D);
+#pragma omp parallel for schedule(static)
     for (int64_t d = 0; d < D; ++d) {
       w_rec[d] = PackRecurrentWeights(DataPtr<const float>(w_hh) + (l * D + d) * G * H, G, H);
     }
@@ -215,7 +221,7 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
     for (int64_t task = 0; task < D * B; ++task) {
       const int64_t d = task / B, b = task % B;
       const int64_t state = ((l * D + d) * B + b) * H;
-      Recurrence(proj.data() + (d * B + b) * T * G, len[b], d == 1, w_rec[d].data(), H,
+      Recurrence(proj.get() + (d * B + b) * T * G, len[b], d == 1, w_rec[d].get(), H,
                  dst + b * T * D * H + d * H, D * H, hn + state, cn + state);
     }
     layer_in.swap(layer_out);

@@ -28,12 +28,6 @@ inline void Store(float* p, f32x16 v) { std::memcpy(p, &v, sizeof(v)); }
 
 inline f32x16 Broadcast(float x) { return f32x16{} + x; }
 
-inline float ReduceSum(f32x16 v) {
-  float s = 0.f;
-  for (int i = 0; i < kLanes; ++i) s += v[i];
-  return s;
-}
-
 /*! \brief exp(x), relative error below 2e-7 for |x| <= 88 (clamped outside). */
 inline f32x16 Exp(f32x16 x) {
   x = x > 88.f ? Broadcast(88.f) : x;
