@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv with everything kokoro-tvm-ext needs: torch (CPU), the pinned TVM wheel
-# with tvm_patches/ applied, kokoro, and this package with its native library built.
+# with tvm_patches/ applied, OpenBLAS (scipy-openblas32), kokoro, and this package with
+# its native library built.
 # Safe to run again: every step is idempotent.
 #
 #   VENV=path     where the environment goes (default .venv)
@@ -17,7 +18,8 @@ source "$venv/bin/activate"
 pip_install() { python -m pip install --quiet --disable-pip-version-check "$@"; }
 
 echo "== torch, TVM $tvm_wheel"
-pip_install "${TORCH_SPEC:-torch==2.13.0}" "apache-tvm==$tvm_wheel" "setuptools>=64" wheel
+pip_install "${TORCH_SPEC:-torch==2.13.0}" "apache-tvm==$tvm_wheel" "scipy-openblas32>=0.3.27" \
+  "setuptools>=64" wheel
 echo "== tvm_patches -> installed wheel"
 ./upstream/apply.sh
 echo "== kokoro-tvm-ext (native library via CMake)"

@@ -5,8 +5,9 @@ Install with the pinned TVM wheel already present and the patch series applied
 
     pip install --no-build-isolation -e .
 
-The native kernel library (cpp/) is built with CMake against the tvm-ffi of the
-installing interpreter, so the build must not be isolated from it.
+The native kernel library (cpp/) is built with CMake against the tvm-ffi and the
+scipy-openblas32 of the installing interpreter, so the build must not be isolated
+from it.
 """
 
 import subprocess
@@ -79,6 +80,7 @@ setup(
         "torch>=2.4",
         "kokoro==0.9.4",
         "numpy",
+        "scipy-openblas32>=0.3.27",
     ],
     extras_require={"test": ["pytest"]},
     zip_safe=False,

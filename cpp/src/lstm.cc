@@ -22,13 +22,14 @@
  *     y           [B, T, D*H]           h_n, c_n [L*D, B, H]
  * Weights are PyTorch's, stacked by layer and direction; gate order i, f, g, o.
  *
- * Work per layer: one GEMM per direction projects every time step of every sample
+ * Work per layer: a BLAS GEMM per sample and direction projects every time step
  * (x W_ih^T + b), then the recurrences of all (sample, direction) pairs run in
- * parallel, each doing one [4H, H] matrix-vector product per step.
+ * parallel (OpenMP), each doing one [4H, H] matrix-vector product per step with W_hh
+ * repacked into gate panels.
  */
-#include <kokoro_ext/gemm.h>
 #include <kokoro_ext/simd.h>
 #include <kokoro_ext/tensor_args.h>
+#include <cblas.h>
 #include <tvm/ffi/container/shape.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
@@ -43,8 +44,6 @@ namespace kokoro_ext {
 namespace {
 
 constexpr const char* kName = "kokoro_ext.lstm";
-// From this padded length on, packing W_ih for the projection GEMM pays for itself.
-constexpr int64_t kPackedGemmMinSteps = 64;
 
 
 inline float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
@@ -203,14 +202,19 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
                                : DataPtr<const float>(w_ih_rest) + (l - 1) * D * G * in_dim;
     float* dst = l == L - 1 ? out : layer_out.data();
     std::memset(dst, 0, B * T * D * H * sizeof(float));
-    // Input projections of every step, [D][B*T][4H]: one GEMM per direction (padded
-    // steps included: cheaper than one GEMM per sample, and never read).  The kernel
-    // is chosen by the padded length, not the batch size, so a batch gives exactly the
-    // results of its samples run alone at that length.
-    const auto gemm = T >= kPackedGemmMinSteps ? GemmABtPacked : GemmABtInPlace;
+    // Input projections x W_ih^T + b of every step, [D][B][T][4H]: one single-threaded
+    // BLAS GEMM per sample and direction, in parallel.  Per sample, so a sample's result
+    // does not depend on the batch; single-threaded, so OpenBLAS's thread pool does not
+    // compete with ours.
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int64_t d = 0; d < D; ++d) {
-      gemm(B * T, G, in_dim, in, in_dim, w_ih + d * G * in_dim, in_dim,
-           DataPtr<const float>(bias) + (l * D + d) * G, proj.get() + d * B * T * G, G);
+      for (int64_t b = 0; b < B; ++b) {
+        const float* b_d = DataPtr<const float>(bias) + (l * D + d) * G;
+        float* p = proj.get() + (d * B + b) * T * G;
+        for (int64_t t = 0; t < T; ++t) std::memcpy(p + t * G, b_d, G * sizeof(float));
+        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, G, in_dim, 1.f,
+                          in + b * T * in_dim, in_dim, w_ih + d * G * in_dim, in_dim, 1.f, p, G);
+      }
     }
     std::vector<std::unique_ptr<float[]>> w_rec(D);
 #pragma omp parallel for schedule(static)
@@ -232,6 +236,8 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
 }  // namespace
 
 TVM_FFI_STATIC_INIT_BLOCK() {
+  // The kernels parallelize around BLAS calls themselves (see Lstm).
+  scipy_openblas_set_num_threads(1);
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef().def(kName, Lstm);
 }
