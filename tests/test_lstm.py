@@ -216,3 +216,13 @@ def test_tir_loop_ir_does_not_grow_with_sequence_length():
         mod = from_exported_program(ep, custom_convert_map=custom_convert_map("tir"))
         sizes.append(len(mod.script(show_meta=False).splitlines()))
     assert sizes[0] == sizes[1]
+
+
+@pytest.mark.parametrize("backend", LSTM_BACKENDS)
+def test_compiled_module_rejects_wrong_input_dtype_and_shape(backend):
+    vm = compiled(make_lstm(1, True), backend, 1)
+    x = np.zeros((1, STEPS, INPUT), dtype="float32")
+    with pytest.raises(ValueError, match="param=lengths.*int64"):
+        run(vm, x, np.array([STEPS], dtype="int32"))
+    with pytest.raises(Exception, match="param=x"):
+        run(vm, np.zeros((1, STEPS + 1, INPUT), dtype="float32"), np.array([STEPS]))
