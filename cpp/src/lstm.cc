@@ -45,7 +45,6 @@ namespace {
 
 constexpr const char* kName = "kokoro_ext.lstm";
 
-
 inline float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
 // The recurrent product is vectorized across gates in blocks of kGateBlock, with
