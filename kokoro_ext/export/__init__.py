@@ -1,6 +1,17 @@
 """The PyTorch side: model rewrites that torch.export can trace."""
 
+from .alignment import alignment_matrix
 from .packed_lstm import PackedLSTM, packed_lstm
+from .prosody_stage import ProsodyStage
+from .stft import ExactSTFT
 from .text_stage import TextStage, durations_from_logits
 
-__all__ = ["PackedLSTM", "TextStage", "durations_from_logits", "packed_lstm"]
+__all__ = [
+    "ExactSTFT",
+    "PackedLSTM",
+    "ProsodyStage",
+    "TextStage",
+    "alignment_matrix",
+    "durations_from_logits",
+    "packed_lstm",
+]
