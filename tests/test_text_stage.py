@@ -34,7 +34,8 @@ def kokoro_reference(model, ids, ref_s):
         d = model.predictor.text_encoder(d_en, ref_s[:, 128:], input_lengths, text_mask)
         x, _ = model.predictor.lstm(d)
         duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(axis=-1)
-    return d, duration
+        t_en = model.text_encoder(ids, input_lengths, text_mask)
+    return d, duration, t_en
 
 
 def padded(bucket):
@@ -47,12 +48,13 @@ def padded(bucket):
 def test_eager_stage_matches_kokoro(model, bucket):
     n = len(TOKENS)
     ref_s = random_voice()[n - 2]
-    d_ref, dur_ref = kokoro_reference(model, torch.LongTensor([TOKENS]), ref_s)
+    d_ref, dur_ref, t_ref = kokoro_reference(model, torch.LongTensor([TOKENS]), ref_s)
     with torch.no_grad():
-        d, dur = TextStage(model).eval()(padded(bucket), torch.tensor([n]), ref_s[:, 128:])
+        d, dur, t_en = TextStage(model).eval()(padded(bucket), torch.tensor([n]), ref_s[:, 128:])
     assert (d[:, :n] - d_ref).abs().max() <= 1e-5
     assert (dur[:, :n] - dur_ref).abs().max() <= 1e-5
-    assert not dur[:, n:].any() and not d[:, n:].any()
+    assert (t_en[:, :, :n] - t_ref).abs().max() <= 1e-5
+    assert not dur[:, n:].any() and not d[:, n:].any() and not t_en[:, :, n:].any()
 
 
 @pytest.mark.parametrize("backend", LSTM_BACKENDS)
