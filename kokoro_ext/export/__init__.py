@@ -1,6 +1,7 @@
 """The PyTorch side: model rewrites that torch.export can trace."""
 
 from .alignment import alignment_matrix
+from .harmonic_source import HarmonicSource
 from .packed_lstm import PackedLSTM, packed_lstm
 from .prosody_stage import ProsodyStage
 from .stft import ExactSTFT
@@ -8,6 +9,7 @@ from .text_stage import TextStage, durations_from_logits
 
 __all__ = [
     "ExactSTFT",
+    "HarmonicSource",
     "PackedLSTM",
     "ProsodyStage",
     "TextStage",
