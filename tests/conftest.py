@@ -25,3 +25,21 @@ def patched_wheel(tmp_path_factory):
     result = run_apply(python=python)
     assert result.returncode == 0, result.stdout + result.stderr
     return site, python
+
+
+# Figures the parity tests measure (errors, SNR, branch-cut flips), printed after the run
+# so that they are visible even when every test passes.
+_PARITY_REPORT: list[str] = []
+
+
+@pytest.fixture
+def parity_report():
+    """Append a line to the parity report printed at the end of the test session."""
+    return _PARITY_REPORT.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _PARITY_REPORT:
+        terminalreporter.section("kokoro_ext parity report")
+        for line in _PARITY_REPORT:
+            terminalreporter.write_line(line)

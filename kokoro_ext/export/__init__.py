@@ -1,6 +1,7 @@
 """The PyTorch side: model rewrites that torch.export can trace."""
 
 from .alignment import alignment_matrix
+from .decoder_stage import DecoderStage, SourceStage
 from .harmonic_source import HarmonicSource
 from .packed_lstm import PackedLSTM, packed_lstm
 from .prosody_stage import ProsodyStage
@@ -8,10 +9,12 @@ from .stft import ExactSTFT
 from .text_stage import TextStage, durations_from_logits
 
 __all__ = [
+    "DecoderStage",
     "ExactSTFT",
     "HarmonicSource",
     "PackedLSTM",
     "ProsodyStage",
+    "SourceStage",
     "TextStage",
     "alignment_matrix",
     "durations_from_logits",
