@@ -14,7 +14,9 @@ comparison measures everything else.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +52,34 @@ def wrapped_phase_difference(a: Tensor, b: Tensor) -> Tensor:
     return torch.remainder(a - b + math.pi, 2 * math.pi) - math.pi
 
 
+@contextlib.contextmanager
+def _source_phase(model: nn.Module, phase: Tensor | None) -> Iterator[dict]:
+    """Hook kokoro's source STFT: count (and with ``phase``, resolve) branch-cut flips."""
+    stft = model.decoder.generator.stft
+    exact = ExactSTFT(stft.filter_length, stft.hop_length, stft.win_length)
+    torch_transform = stft.transform
+    seen: dict = {"flips": 0}
+
+    def transform(signal: Tensor) -> tuple[Tensor, Tensor]:
+        magnitude, kokoro_phase = torch_transform(signal)
+        if phase is not None:
+            other = phase[..., : kokoro_phase.shape[-1]]
+        else:
+            other = exact.transform(signal)[1]
+        flipped = (kokoro_phase - other).abs() > math.pi
+        if phase is not None:
+            kokoro_phase = torch.where(flipped, other, kokoro_phase)
+        seen["flips"] = int(flipped.sum())
+        seen["spectrum"] = torch.cat([magnitude, kokoro_phase], dim=1)
+        return magnitude, kokoro_phase
+
+    stft.transform = transform
+    try:
+        yield seen
+    finally:
+        del stft.transform  # back to the class's method
+
+
 def kokoro_decoder(
     model: nn.Module,
     asr: Tensor,
@@ -67,26 +97,33 @@ def kokoro_decoder(
     reads the compared value at those points (the same angle, 2 pi apart), so that the
     audio differs from a model that computed ``phase`` by numerical error only.
     """
-    stft = model.decoder.generator.stft
-    exact = ExactSTFT(stft.filter_length, stft.hop_length, stft.win_length)
-    torch_transform = stft.transform
-    seen: dict[str, object] = {}
-
-    def transform(signal: Tensor) -> tuple[Tensor, Tensor]:
-        magnitude, kokoro_phase = torch_transform(signal)
-        other = phase[..., : kokoro_phase.shape[-1]] if phase is not None else exact.transform(signal)[1]
-        flipped = (kokoro_phase - other).abs() > math.pi
-        if phase is not None:
-            kokoro_phase = torch.where(flipped, other, kokoro_phase)
-        seen["flips"] = int(flipped.sum())
-        seen["spectrum"] = torch.cat([magnitude, kokoro_phase], dim=1)
-        return magnitude, kokoro_phase
-
-    stft.transform = transform
-    try:
-        with torch.random.fork_rng(), torch.no_grad():
-            torch.manual_seed(seed)
-            audio = model.decoder(asr, F0, N, style)[:, 0]
-    finally:
-        del stft.transform  # back to the class's method
+    with _source_phase(model, phase) as seen, torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(seed)
+        audio = model.decoder(asr, F0, N, style)[:, 0]
     return DecoderReference(audio, seen["spectrum"], seen["flips"])
+
+
+@dataclass
+class SynthesisReference:
+    """kokoro's ``forward_with_tokens`` output."""
+
+    audio: Tensor  # [samples]
+    durations: Tensor  # [tokens] frames per token
+    phase_flips: int
+
+
+def kokoro_synthesize(
+    model: nn.Module,
+    input_ids: list[int],
+    style: Tensor,
+    speed: float,
+    seed: int,
+    phase: Tensor | None = None,
+) -> SynthesisReference:
+    """kokoro's ``KModel.forward_with_tokens`` under ``manual_seed(seed)`` (see kokoro_decoder)."""
+    with _source_phase(model, phase) as seen, torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(seed)
+        audio, durations = model.forward_with_tokens(
+            torch.tensor([input_ids]), torch.as_tensor(style), speed
+        )
+    return SynthesisReference(audio, durations.reshape(-1), seen["flips"])

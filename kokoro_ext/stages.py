@@ -14,6 +14,7 @@ every stage, so the valid part of the output does not depend on the bucket.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -27,6 +28,21 @@ Axis = Literal["tokens", "frames"]
 
 #: Style vector halves: kokoro's decoder reads ref_s[:, :128], the predictor ref_s[:, 128:].
 STYLE_DIM = 128
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Time-axis rates of kokoro's decoder, from the config's iSTFTNet parameters."""
+
+    samples_per_frame: int  # audio samples per alignment frame (600 at 24 kHz)
+    spectrum_per_frame: int  # source STFT frames per alignment frame (120)
+    harmonics: int = 9  # kokoro's SourceModuleHnNSF: harmonic_num=8, plus the fundamental
+
+    @classmethod
+    def from_config(cls, config: dict) -> Geometry:
+        istft = config["istftnet"]
+        upsample = math.prod(istft["upsample_rates"])
+        return cls(2 * upsample * istft["gen_istft_hop_size"], 2 * upsample)
 
 
 @dataclass(frozen=True)
@@ -75,20 +91,36 @@ STAGES: dict[str, StageSpec] = {
     spec.name: spec
     for spec in (
         StageSpec(
-            "text", "tokens", ("input_ids", "lengths", "style"), ("d", "duration", "t_en"),
-            TextStage, _text_example,
+            "text",
+            "tokens",
+            ("input_ids", "lengths", "style"),
+            ("d", "duration", "t_en"),
+            TextStage,
+            _text_example,
         ),
         StageSpec(
-            "prosody", "frames", ("en", "lengths", "style"), ("F0", "N"),
-            ProsodyStage, _prosody_example,
+            "prosody",
+            "frames",
+            ("en", "lengths", "style"),
+            ("F0", "N"),
+            ProsodyStage,
+            _prosody_example,
         ),
         StageSpec(
-            "source", "frames", ("F0", "lengths", "noise"), ("spectrum",),
-            SourceStage, _source_example,
+            "source",
+            "frames",
+            ("F0", "lengths", "noise"),
+            ("spectrum",),
+            SourceStage,
+            _source_example,
         ),
         StageSpec(
-            "decoder", "frames", ("asr", "F0", "N", "lengths", "style", "spectrum"), ("audio",),
-            DecoderStage, _decoder_example,
+            "decoder",
+            "frames",
+            ("asr", "F0", "N", "lengths", "style", "spectrum"),
+            ("audio",),
+            DecoderStage,
+            _decoder_example,
         ),
     )
 }

@@ -7,7 +7,6 @@ checked on the spectrum kokoro itself read, and end to end with the flips resolv
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -97,7 +96,9 @@ def pad_frames(spectrum, like):
 def compiled(model):
     return {
         (name, bucket): StageRunner(
-            compile_module(STAGES[name].module(model), STAGES[name].example(model, bucket)).executable
+            compile_module(
+                STAGES[name].module(model), STAGES[name].example(model, bucket)
+            ).executable
         )
         for name in ("source", "decoder")
         for bucket in (FRAMES, 12)

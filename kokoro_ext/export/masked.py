@@ -13,7 +13,6 @@ weights; ``mask`` is [B, 1, T] float, 1 on valid frames.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from .masked import adain_resblock, frame_mask, upsample_mask
 from .packed_lstm import PackedLSTM
+from .weight_norm import fold_weight_norm
 
 
 class ProsodyStage(nn.Module):
@@ -18,7 +19,7 @@ class ProsodyStage(nn.Module):
 
     def __init__(self, model: nn.Module):
         super().__init__()
-        predictor = model.predictor
+        predictor = fold_weight_norm(model.predictor)
         self.shared = PackedLSTM.from_lstm(predictor.shared)
         self.F0 = predictor.F0
         self.N = predictor.N

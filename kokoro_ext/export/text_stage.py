@@ -12,10 +12,10 @@ the host (``durations_from_logits``), as kokoro does after this point.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .packed_lstm import PackedLSTM
+from .weight_norm import fold_weight_norm
 
 
 class TextStage(nn.Module):
@@ -37,7 +37,7 @@ class TextStage(nn.Module):
         self.encoder_norms = nn.ModuleList(blocks[1::2])
         self.lstm = PackedLSTM.from_lstm(predictor.lstm)
         self.duration_proj = predictor.duration_proj
-        text_encoder = model.text_encoder
+        text_encoder = fold_weight_norm(model.text_encoder)
         self.embedding = text_encoder.embedding
         self.cnn = text_encoder.cnn
         self.text_lstm = PackedLSTM.from_lstm(text_encoder.lstm)

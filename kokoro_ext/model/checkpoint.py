@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 VOICE_SHAPE = (510, 1, 256)
+_RANDOM_DURATION_BIAS = -3.0
 _PARTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 
 
@@ -64,7 +65,8 @@ def build_model(
     With ``weights`` (a kokoro-v1_0.pth style checkpoint) its parameters are loaded and
     checked against the config; without, they are PyTorch's default initialization drawn
     from ``torch.manual_seed(seed)``, the same for the same seed and config (a model that
-    does not produce speech).
+    does not produce speech), with the duration head's bias set so that tokens last a few
+    frames, as in a trained model.
     """
     from kokoro import KModel
 
@@ -76,6 +78,12 @@ def build_model(
             model = KModel(repo_id="hexgrad/Kokoro-82M", config=config, model=str(empty))
     if weights is not None:
         _load_checkpoint(model, Path(weights))
+    else:
+        # Untrained, the duration head predicts about max_dur/2 frames per token (25, where
+        # Kokoro speaks about 3); a bias that puts random models at speech-like durations
+        # keeps their inputs in the frame buckets that trained models use.
+        with torch.no_grad():
+            model.predictor.duration_proj.linear_layer.bias.fill_(_RANDOM_DURATION_BIAS)
     return model.eval()
 
 

@@ -1,0 +1,59 @@
+"""The build output: compiled stage libraries, the model's config and voice, a manifest.
+
+<dir>/manifest.json          what was built, from what, for what (see write_manifest)
+<dir>/config.json            the model config (vocab and dimensions the runtime needs)
+<dir>/voice.npy              the default voice pack, float32 [510, 1, 256]
+<dir>/<stage>-<bucket>.so    one compiled library per stage and bucket
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+CONFIG = "config.json"
+VOICE = "voice.npy"
+FORMAT = 1
+
+
+def stage_file(stage: str, bucket: int) -> str:
+    """File name of the compiled library for ``stage`` at ``bucket``."""
+    return f"{stage}-{bucket}.so"
+
+
+def sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest.json`` with the format version."""
+    manifest = {"format": FORMAT, **manifest}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def read_manifest(directory: str | Path) -> dict[str, Any]:
+    """Read and check an artifacts directory's manifest; ValueError saying what is wrong."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise ValueError(
+            f"{directory} holds no {MANIFEST}: not a kokoro_ext build; "
+            "run `python -m kokoro_ext.build --out DIR` first"
+        )
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); rebuild the artifacts") from err
+    if manifest.get("format") != FORMAT:
+        raise ValueError(
+            f"{path} has format {manifest.get('format')!r}, this kokoro_ext reads format "
+            f"{FORMAT}; rebuild the artifacts"
+        )
+    return manifest

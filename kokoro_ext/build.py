@@ -1,0 +1,175 @@
+"""Build the compiled stages: ``python -m kokoro_ext.build --target llvm [options]``.
+
+Compiles every stage (kokoro_ext.stages) for each token and frame bucket and writes the
+libraries, the config, the default voice and a manifest to ``--out``.  The directory is
+replaced only when the whole build succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import kokoro_ext
+from kokoro_ext import artifacts, environment
+from kokoro_ext.compiler import compile_module
+from kokoro_ext.frontend import LSTM_BACKENDS
+from kokoro_ext.model import build_model, load_config, load_voice, random_voice
+from kokoro_ext.stages import STAGES, Geometry
+
+DEFAULT_TOKEN_BUCKETS = (32, 64, 128)
+DEFAULT_FRAME_BUCKETS = (128, 256, 512)
+DEFAULT_OUT = Path("artifacts")
+
+
+def _buckets(text: str) -> list[int]:
+    sizes = sorted({int(v) for v in text.replace(",", " ").split()})
+    if not sizes or sizes[0] < 1:
+        raise argparse.ArgumentTypeError(f"buckets must be positive integers, got {text!r}")
+    return sizes
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m kokoro_ext.build", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--target", default="llvm", help="TVM target (default: llvm)")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="artifacts directory (default: ./artifacts)"
+    )
+    parser.add_argument(
+        "--tokens",
+        type=_buckets,
+        default=list(DEFAULT_TOKEN_BUCKETS),
+        help="token buckets, e.g. '32,64,128' (boundary tokens included)",
+    )
+    parser.add_argument(
+        "--frames",
+        type=_buckets,
+        default=list(DEFAULT_FRAME_BUCKETS),
+        help="frame buckets (40 frames = 1 s of audio)",
+    )
+    parser.add_argument(
+        "--config", type=Path, help="Kokoro config.json (default: the shipped Kokoro-82M)"
+    )
+    parser.add_argument("--weights", type=Path, help="kokoro-v1_0.pth style checkpoint")
+    parser.add_argument(
+        "--voice", type=Path, help="voice pack .pt [510, 1, 256] (default voice of the build)"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the random weights/voice without --weights/--voice",
+    )
+    parser.add_argument("--lstm-backend", choices=LSTM_BACKENDS, default="native")
+    return parser.parse_args(argv)
+
+
+def _source(path: Path | None, seed: int) -> dict[str, Any]:
+    if path is None:
+        return {"random_seed": seed}
+    return {"path": str(path), "sha256": artifacts.sha256(path)}
+
+
+def build(args: argparse.Namespace, log=print) -> Path:
+    """Run the build described by ``args``; returns the artifacts directory."""
+    config = load_config(args.config)
+    model = build_model(config, weights=args.weights, seed=args.seed)
+    voice = load_voice(args.voice) if args.voice else random_voice(args.seed)
+    if args.weights is None:
+        log(
+            "note: no --weights given: building Kokoro with deterministic RANDOM weights "
+            f"(seed {args.seed}); the result is noise, not speech"
+        )
+    jobs = [
+        (name, b)
+        for name, spec in STAGES.items()
+        for b in (args.tokens if spec.axis == "tokens" else args.frames)
+    ]
+    out = args.out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        stages = {}
+        started = time.perf_counter()
+        for i, (name, bucket) in enumerate(jobs, 1):
+            spec = STAGES[name]
+            compiled = compile_module(
+                spec.module(model), spec.example(model, bucket), args.target, args.lstm_backend
+            )
+            file = artifacts.stage_file(name, bucket)
+            compiled.executable.export_library(str(staging / file))
+            stages[f"{name}-{bucket}"] = {
+                "stage": name,
+                "bucket": bucket,
+                "file": file,
+                "sha256": artifacts.sha256(staging / file),
+                "ir_lines": compiled.ir_lines,
+                "seconds": {k: round(v, 2) for k, v in compiled.seconds.items()},
+            }
+            took = " ".join(f"{k} {v:.1f}s" for k, v in compiled.seconds.items())
+            log(
+                f"[{i}/{len(jobs)}] {name} @ {bucket} {spec.axis}: {took}, {compiled.ir_lines} IR lines"
+            )
+        (staging / artifacts.CONFIG).write_text(json.dumps(config, indent=2, ensure_ascii=False))
+        np.save(staging / artifacts.VOICE, voice.numpy())
+        env = environment.describe()
+        artifacts.write_manifest(
+            staging,
+            {
+                "kokoro_ext": kokoro_ext.__version__,
+                "tvm": env.tvm_version,
+                "patches": {p.patch: p.state for p in env.patches},
+                "target": str(args.target),
+                "lstm_backend": args.lstm_backend,
+                "buckets": {"tokens": args.tokens, "frames": args.frames},
+                "geometry": Geometry.from_config(config).__dict__,
+                "config_sha256": artifacts.sha256(staging / artifacts.CONFIG),
+                "weights": _source(args.weights, args.seed),
+                "voice": _source(args.voice, args.seed),
+                "voice_sha256": artifacts.sha256(staging / artifacts.VOICE),
+                "stages": stages,
+                "build_seconds": round(time.perf_counter() - started, 1),
+            },
+        )
+        _replace_directory(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"wrote {len(jobs)} compiled stages to {out}")
+    return out
+
+
+def _replace_directory(new: Path, out: Path) -> None:
+    # Rename-based swap: an interrupted build never leaves `out` half-written.
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+    new.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        build(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The host side of synthesis: buckets, durations, alignment, noise; stages run elsewhere.
+
+``synthesize_ids`` runs the four stages of kokoro_ext.stages through a ``StageProvider``
+(compiled modules in the runtime, PyTorch modules in validation), so both take the same
+path through the pipeline and differ only in what computes a stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from kokoro_ext.export.alignment import alignment_matrix
+from kokoro_ext.reference import source_noise
+from kokoro_ext.stages import STYLE_DIM, Geometry
+
+#: stage name, bucket -> callable on numpy inputs returning numpy outputs
+StageProvider = Callable[[str, int], Callable[..., list[np.ndarray]]]
+
+
+@dataclass
+class Trace:
+    """One synthesis: the audio and what each stage saw and produced (valid parts)."""
+
+    audio: np.ndarray  # float32 [samples] at 24 kHz
+    durations: np.ndarray  # int64 [tokens]: frames per token
+    token_bucket: int
+    frame_bucket: int
+    stages: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+
+def pick_bucket(size: int, buckets: Sequence[int], axis: str) -> int:
+    """The smallest bucket that holds ``size``; ValueError naming the largest if none does."""
+    fitting = [b for b in sorted(buckets) if b >= size]
+    if not fitting:
+        raise ValueError(
+            f"input needs {size} {axis}, more than the largest {axis} bucket ({max(buckets)}); "
+            f"build with a larger bucket (--{axis} ...) or split the text"
+        )
+    return fitting[0]
+
+
+def voice_style(voice: torch.Tensor | np.ndarray, phonemes: int) -> np.ndarray:
+    """The [1, 256] style row kokoro picks from a [510, 1, 256] voice pack for this many phonemes."""
+    voice = np.asarray(voice, dtype=np.float32)
+    return voice[min(max(phonemes - 1, 0), len(voice) - 1)].reshape(1, 2 * STYLE_DIM)
+
+
+def synthesize_ids(
+    run_stage: StageProvider,
+    geometry: Geometry,
+    input_ids: Sequence[int],
+    style: np.ndarray,
+    token_buckets: Sequence[int],
+    frame_buckets: Sequence[int],
+    speed: float = 1.0,
+    seed: int = 0,
+) -> Trace:
+    """Token ids (with kokoro's boundary 0s) and a [1, 256] style row -> Trace.
+
+    ``seed`` fixes the harmonic source's noise: the draws kokoro makes after
+    ``torch.manual_seed(seed)`` (kokoro_ext.reference.source_noise).
+    """
+    tokens = len(input_ids)
+    token_bucket = pick_bucket(tokens, token_buckets, "tokens")
+    ids = np.zeros((1, token_bucket), dtype=np.int64)
+    ids[0, :tokens] = input_ids
+    token_lengths = np.array([tokens], dtype=np.int64)
+    decoder_style, predictor_style = style[:, :STYLE_DIM], style[:, STYLE_DIM:]
+    d, duration, t_en = run_stage("text", token_bucket)(ids, token_lengths, predictor_style)
+
+    durations = np.maximum(np.round(duration[0, :tokens] / speed), 1).astype(np.int64)
+    frames = int(durations.sum())
+    frame_bucket = pick_bucket(frames, frame_buckets, "frames")
+    alignment = alignment_matrix(torch.from_numpy(durations), frame_bucket).numpy()
+    en = (d[0, :tokens].T @ alignment)[None]  # [1, C, frames]
+    asr = (t_en[0, :, :tokens] @ alignment)[None]
+    frame_lengths = np.array([frames], dtype=np.int64)
+    F0, N = run_stage("prosody", frame_bucket)(en, frame_lengths, predictor_style)
+
+    samples = geometry.samples_per_frame * frames
+    noise = np.zeros(
+        (1, geometry.samples_per_frame * frame_bucket, geometry.harmonics), dtype=np.float32
+    )
+    noise[:, :samples] = source_noise(seed, 1, samples, geometry.harmonics).numpy()
+    (spectrum,) = run_stage("source", frame_bucket)(F0, frame_lengths, noise)
+    (audio,) = run_stage("decoder", frame_bucket)(
+        asr, F0, N, frame_lengths, decoder_style, spectrum
+    )
+    spectrum_frames = geometry.spectrum_per_frame * frames + 1
+    return Trace(
+        audio=audio[0, :samples].astype(np.float32),
+        durations=durations,
+        token_bucket=token_bucket,
+        frame_bucket=frame_bucket,
+        stages={
+            "text": {
+                "d": d[:, :tokens],
+                "duration": duration[:, :tokens],
+                "t_en": t_en[..., :tokens],
+            },
+            "prosody": {"F0": F0[:, : 2 * frames], "N": N[:, : 2 * frames]},
+            "source": {"spectrum": spectrum[..., :spectrum_frames]},
+            "decoder": {"audio": audio[:, :samples]},
+        },
+    )
