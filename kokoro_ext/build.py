@@ -73,6 +73,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="seed of the random weights/voice without --weights/--voice",
     )
     parser.add_argument("--lstm-backend", choices=LSTM_BACKENDS, default="native")
+    parser.add_argument(
+        "--dense",
+        choices=("native", "tvm"),
+        default="native",
+        help="conv1d/addmm on the native BLAS kernels (default) or TVM's own lowering",
+    )
     return parser.parse_args(argv)
 
 
@@ -106,7 +112,8 @@ def build(args: argparse.Namespace, log=print) -> Path:
         for i, (name, bucket) in enumerate(jobs, 1):
             spec = STAGES[name]
             compiled = compile_module(
-                spec.module(model), spec.example(model, bucket), args.target, args.lstm_backend
+                spec.module(model), spec.example(model, bucket), args.target, args.lstm_backend,
+                native_dense=args.dense == "native",
             )
             file = artifacts.stage_file(name, bucket)
             compiled.executable.export_library(str(staging / file))
@@ -133,6 +140,7 @@ def build(args: argparse.Namespace, log=print) -> Path:
                 "patches": {p.patch: p.state for p in env.patches},
                 "target": str(args.target),
                 "lstm_backend": args.lstm_backend,
+                "dense": args.dense,
                 "buckets": {"tokens": args.tokens, "frames": args.frames},
                 "geometry": Geometry.from_config(config).__dict__,
                 "config_sha256": artifacts.sha256(staging / artifacts.CONFIG),

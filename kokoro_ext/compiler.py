@@ -31,15 +31,19 @@ def compile_module(
     example: Sequence[Tensor],
     target: str | dict = "llvm",
     lstm_backend: LstmBackend = "native",
+    native_dense: bool = True,
 ) -> CompiledModule:
-    """Export ``module`` on ``example`` (static shapes), import it into Relax and compile it."""
+    """Export ``module`` on ``example`` (static shapes), import it into Relax and compile it.
+
+    ``lstm_backend`` and ``native_dense`` choose the lowerings (kokoro_ext.frontend).
+    """
     seconds = {}
     start = time.perf_counter()
     with torch.no_grad():
         program = torch.export.export(module.eval(), tuple(example))
     seconds["export"] = time.perf_counter() - start
     start = time.perf_counter()
-    mod = from_exported_program(program, custom_convert_map=custom_convert_map(lstm_backend))
+    mod = from_exported_program(program, custom_convert_map=custom_convert_map(lstm_backend, native_dense))
     seconds["import"] = time.perf_counter() - start
     ir_lines = len(mod.script().splitlines())
     start = time.perf_counter()

@@ -1,14 +1,28 @@
 """The Relax side: converters for ``from_exported_program(custom_convert_map=...)``."""
 
+from .dense import convert_addmm, convert_convolution
 from .lstm import LSTM_BACKENDS, LstmBackend, convert_packed_lstm
 
-__all__ = ["LSTM_BACKENDS", "LstmBackend", "convert_packed_lstm", "custom_convert_map"]
+__all__ = [
+    "LSTM_BACKENDS",
+    "LstmBackend",
+    "convert_addmm",
+    "convert_convolution",
+    "convert_packed_lstm",
+    "custom_convert_map",
+]
 
 
-def custom_convert_map(lstm_backend: LstmBackend = "native") -> dict:
+def custom_convert_map(lstm_backend: LstmBackend = "native", native_dense: bool = True) -> dict:
     """The converters for our custom ops, keyed as the torch frontend looks them up.
 
     ``lstm_backend`` is the one switch between the native kernel ("native") and the TIR
-    loop ("tir") for ``kokoro_ext::packed_lstm``.
+    loop ("tir") for ``kokoro_ext::packed_lstm``.  ``native_dense`` sends 1-D convolutions
+    and addmm to the native BLAS kernels (kokoro_ext.frontend.dense); without it they keep
+    TVM's own lowering.
     """
-    return {"packed_lstm.default": convert_packed_lstm(lstm_backend)}
+    converters = {"packed_lstm.default": convert_packed_lstm(lstm_backend)}
+    if native_dense:
+        converters["convolution.default"] = convert_convolution
+        converters["addmm.default"] = convert_addmm
+    return converters

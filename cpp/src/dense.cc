@@ -1,0 +1,171 @@
+/*!
+ * \file dense.cc
+ * \brief kokoro_ext.conv1d and kokoro_ext.addmm: GEMM-shaped ops on OpenBLAS.
+ *
+ * TVM 0.27's default llvm pipeline leaves these loops unscheduled (scalar, one thread);
+ * they are most of Kokoro's FLOPs.  Both split their output into column tiles that run in
+ * parallel under OpenMP, each a single-threaded BLAS GEMM, so the result of a column does
+ * not depend on the thread count.
+ *
+ *   kokoro_ext.conv1d(options, x, w, bias, out)      PyTorch conv1d, groups = 1
+ *     options  Shape (stride, padding, dilation)
+ *     x [B, C_in, T_in]   w [C_out, C_in, K]   bias [C_out]   out [B, C_out, T_out]
+ *   kokoro_ext.conv1d_transpose(options, x, w, bias, out)   conv_transpose1d, groups = 1
+ *     options  Shape (stride, padding, output_padding)
+ *     x [B, C_in, T_in]   w [C_in, C_out, K]   bias [C_out]   out [B, C_out, T_out]
+ *   kokoro_ext.addmm(bias, x, w, out)                out = bias + x @ w
+ *     bias [N]   x [M, K]   w [K, N]   out [M, N]
+ */
+#include <kokoro_ext/tensor_args.h>
+#include <cblas.h>
+#include <tvm/ffi/container/shape.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/reflection/registry.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace kokoro_ext {
+namespace {
+
+constexpr int64_t kColumnTile = 256;
+
+void Conv1d(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
+            tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d";
+  if (options.size() != 3) {
+    TVM_FFI_THROW(ValueError) << kName << ": options must be (stride, padding, dilation)";
+  }
+  const int64_t stride = options[0], pad = options[1], dilation = options[2];
+  CheckFloat32Cpu(kName, "x", x, 3);
+  CheckFloat32Cpu(kName, "w", w, 3);
+  CheckFloat32Cpu(kName, "bias", bias, 1);
+  CheckFloat32Cpu(kName, "out", out, 3);
+  const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
+  const int64_t C_out = w.shape()[0], K = w.shape()[2];
+  const int64_t T_out = (T_in + 2 * pad - dilation * (K - 1) - 1) / stride + 1;
+  CheckShape(kName, "w", w, {C_out, C_in, K});
+  CheckShape(kName, "bias", bias, {C_out});
+  CheckShape(kName, "out", out, {B, C_out, T_out});
+  const float* px = DataPtr<const float>(x);
+  const float* pw = DataPtr<const float>(w);
+  const float* pb = DataPtr<const float>(bias);
+  float* po = DataPtr<float>(out);
+  const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile, rows = C_in * K;
+#pragma omp parallel
+  {
+    std::vector<float> col(rows * kColumnTile);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
+        const float* xb = px + b * C_in * T_in;
+        // im2col: row (c, k), column j reads x[c, (t0 + j) * stride - pad + k * dilation].
+        for (int64_t c = 0; c < C_in; ++c) {
+          for (int64_t k = 0; k < K; ++k) {
+            float* row = col.data() + (c * K + k) * width;
+            const int64_t offset = k * dilation - pad;
+            for (int64_t j = 0; j < width; ++j) {
+              const int64_t t = (t0 + j) * stride + offset;
+              row[j] = (t >= 0 && t < T_in) ? xb[c * T_in + t] : 0.f;
+            }
+          }
+        }
+        float* ob = po + b * C_out * T_out + t0;
+        for (int64_t o = 0; o < C_out; ++o) std::fill(ob + o * T_out, ob + o * T_out + width, pb[o]);
+        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C_out, width, rows, 1.f, pw,
+                          rows, col.data(), width, 1.f, ob, T_out);
+      }
+    }
+  }
+}
+
+void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
+                     tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d_transpose";
+  if (options.size() != 3) {
+    TVM_FFI_THROW(ValueError) << kName << ": options must be (stride, padding, output_padding)";
+  }
+  const int64_t stride = options[0], pad = options[1], output_pad = options[2];
+  CheckFloat32Cpu(kName, "x", x, 3);
+  CheckFloat32Cpu(kName, "w", w, 3);
+  CheckFloat32Cpu(kName, "bias", bias, 1);
+  CheckFloat32Cpu(kName, "out", out, 3);
+  const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
+  const int64_t C_out = w.shape()[1], K = w.shape()[2];
+  const int64_t T_out = (T_in - 1) * stride - 2 * pad + K + output_pad;
+  CheckShape(kName, "w", w, {C_in, C_out, K});
+  CheckShape(kName, "bias", bias, {C_out});
+  CheckShape(kName, "out", out, {B, C_out, T_out});
+  const float* px = DataPtr<const float>(x);
+  const float* pw = DataPtr<const float>(w);
+  const float* pb = DataPtr<const float>(bias);
+  float* po = DataPtr<float>(out);
+  // cols[(c, k), t] = sum_i w[i, c, k] x[i, t], then out[c, t * stride + k - pad] += cols.
+  // Tiles are blocks of output channels, so no two threads add to the same output.
+  constexpr int64_t kChannelBlock = 16;
+  const int64_t blocks = (C_out + kChannelBlock - 1) / kChannelBlock;
+#pragma omp parallel
+  {
+    std::vector<float> cols(kChannelBlock * K * T_in);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t block = 0; block < blocks; ++block) {
+        const int64_t c0 = block * kChannelBlock, width = std::min(kChannelBlock, C_out - c0);
+        scipy_cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width * K, T_in, C_in, 1.f,
+                          pw + c0 * K, C_out * K, px + b * C_in * T_in, T_in, 0.f, cols.data(),
+                          T_in);
+        for (int64_t c = 0; c < width; ++c) {
+          float* oc = po + (b * C_out + c0 + c) * T_out;
+          std::fill(oc, oc + T_out, pb[c0 + c]);
+          for (int64_t k = 0; k < K; ++k) {
+            const float* row = cols.data() + (c * K + k) * T_in;
+            for (int64_t t = 0; t < T_in; ++t) {
+              const int64_t o = t * stride + k - pad;
+              if (o >= 0 && o < T_out) oc[o] += row[t];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
+           tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.addmm";
+  CheckFloat32Cpu(kName, "bias", bias, 1);
+  CheckFloat32Cpu(kName, "x", x, 2);
+  CheckFloat32Cpu(kName, "w", w, 2);
+  CheckFloat32Cpu(kName, "out", out, 2);
+  const int64_t M = x.shape()[0], K = x.shape()[1], N = w.shape()[1];
+  CheckShape(kName, "w", w, {K, N});
+  CheckShape(kName, "bias", bias, {N});
+  CheckShape(kName, "out", out, {M, N});
+  const float* px = DataPtr<const float>(x);
+  const float* pw = DataPtr<const float>(w);
+  const float* pb = DataPtr<const float>(bias);
+  float* po = DataPtr<float>(out);
+  const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t n0 = tile * kColumnTile, width = std::min(kColumnTile, N - n0);
+    for (int64_t m = 0; m < M; ++m) std::memcpy(po + m * N + n0, pb + n0, width * sizeof(float));
+    scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, width, K, 1.f, px, K,
+                      pw + n0, N, 1.f, po + n0, N);
+  }
+}
+
+}  // namespace
+
+TVM_FFI_STATIC_INIT_BLOCK() {
+  // The kernels parallelize around BLAS calls themselves.
+  scipy_openblas_set_num_threads(1);
+  namespace refl = tvm::ffi::reflection;
+  refl::GlobalDef().def("kokoro_ext.conv1d", Conv1d)
+      .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)
+      .def("kokoro_ext.addmm", Addmm);
+}
+
+}  // namespace kokoro_ext

@@ -1,0 +1,82 @@
+"""The native GEMM kernels (conv1d, conv1d_transpose, addmm) against PyTorch, through import.
+
+Each case is exported, imported with our converters and compiled; the IR must call the
+native kernel (so a silent fallback fails the test) unless the case is one the kernels do
+not take (grouped convolution), which must keep TVM's own lowering and stay correct.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import tvm_ffi
+from torch import nn
+from tvm.relax.frontend.torch import from_exported_program
+
+from kokoro_ext import native
+from kokoro_ext.compiler import StageRunner, compile_module
+from kokoro_ext.frontend import custom_convert_map
+
+
+def compiled_matches_torch(module: nn.Module, *args: torch.Tensor) -> str:
+    """Compile ``module`` with the native dense converters, check it, return its Relax IR."""
+    module = module.eval()
+    with torch.no_grad():
+        want = module(*args)
+        program = torch.export.export(module, args)
+    ir = from_exported_program(program, custom_convert_map=custom_convert_map()).script()
+    (got,) = StageRunner(compile_module(module, args).executable)(*args)
+    assert got.shape == tuple(want.shape)
+    assert np.abs(got - want.numpy()).max() <= 1e-4 * max(1.0, float(want.abs().max()))
+    return ir
+
+
+@pytest.fixture(autouse=True, scope="module")
+def kernels():
+    native.load()
+
+
+@pytest.mark.parametrize(
+    "cin,cout,k,stride,padding,dilation,bias",
+    [(8, 16, 3, 1, 1, 1, True), (8, 4, 7, 1, 9, 3, True), (22, 16, 12, 6, 3, 1, True),
+     (16, 8, 1, 1, 0, 1, False), (5, 3, 11, 1, 25, 5, True), (3, 600, 5, 2, 0, 1, True)],
+)
+def test_conv1d(cin, cout, k, stride, padding, dilation, bias):
+    conv = nn.Conv1d(cin, cout, k, stride, padding, dilation, bias=bias)
+    x = torch.randn(2, cin, 300)  # 300 columns: more than one 256-column tile
+    assert '"kokoro_ext.conv1d"' in compiled_matches_torch(conv, x)
+
+
+@pytest.mark.parametrize(
+    "cin,cout,k,stride,padding,output_padding",
+    [(32, 16, 20, 10, 5, 0), (16, 40, 12, 6, 3, 0), (4, 4, 3, 2, 1, 1), (6, 5, 20, 5, 0, 0)],
+)
+def test_conv1d_transpose(cin, cout, k, stride, padding, output_padding):
+    conv = nn.ConvTranspose1d(cin, cout, k, stride, padding, output_padding)
+    x = torch.randn(2, cin, 37)
+    assert '"kokoro_ext.conv1d_transpose"' in compiled_matches_torch(conv, x)
+
+
+@pytest.mark.parametrize("rows,features_in,features_out", [(1, 8, 5), (37, 64, 300), (5, 3, 1)])
+def test_linear_goes_to_addmm(rows, features_in, features_out):
+    linear = nn.Linear(features_in, features_out)
+    assert '"kokoro_ext.addmm"' in compiled_matches_torch(linear, torch.randn(rows, features_in))
+
+
+def test_grouped_convolution_keeps_tvm_lowering():
+    depthwise = nn.ConvTranspose1d(6, 6, 3, stride=2, padding=1, output_padding=1, groups=6)
+    ir = compiled_matches_torch(depthwise, torch.randn(1, 6, 10))
+    assert "kokoro_ext.conv1d" not in ir
+    grouped = nn.Conv1d(6, 6, 3, padding=1, groups=3)
+    assert "kokoro_ext.conv1d" not in compiled_matches_torch(grouped, torch.randn(1, 6, 10))
+
+
+def test_kernel_names_a_wrong_argument():
+    conv1d = tvm_ffi.get_global_func("kokoro_ext.conv1d")
+    x = np.zeros((1, 4, 10), np.float32)
+    w = np.zeros((2, 3, 3), np.float32)  # C_in 3, x has 4
+    out = np.zeros((1, 2, 8), np.float32)
+    with pytest.raises(ValueError, match=r"kokoro_ext.conv1d: w must have shape \[2, 4, 3\]"):
+        conv1d(tvm_ffi.Shape([1, 0, 1]), *[tvm_ffi.from_dlpack(a) for a in
+                                           (x, w, np.zeros(2, np.float32), out)])
