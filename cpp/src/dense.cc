@@ -31,27 +31,44 @@ namespace {
 
 constexpr int64_t kColumnTile = 256;
 
-void Conv1d(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
-            tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
-  constexpr const char* kName = "kokoro_ext.conv1d";
-  if (options.size() != 3) {
-    TVM_FFI_THROW(ValueError) << kName << ": options must be (stride, padding, dilation)";
+/*!
+ * \brief Stride-1 convolution as K accumulated GEMMs, out += W_k x_shifted(k), over a
+ *  zero-padded copy of each input: no im2col copy K times the input's size.
+ */
+void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po, int64_t B,
+                   int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
+                   int64_t dilation, int64_t T_out) {
+  // Weights as [K][C_out][C_in], so that each tap is a contiguous GEMM operand.
+  std::vector<float> taps(K * C_out * C_in);
+  for (int64_t o = 0; o < C_out; ++o)
+    for (int64_t c = 0; c < C_in; ++c)
+      for (int64_t k = 0; k < K; ++k) taps[(k * C_out + o) * C_in + c] = pw[(o * C_in + c) * K + k];
+  const int64_t T_pad = T_in + 2 * pad;
+  std::vector<float> padded(B * C_in * T_pad, 0.f);
+  for (int64_t bc = 0; bc < B * C_in; ++bc) {
+    std::memcpy(padded.data() + bc * T_pad + pad, px + bc * T_in, T_in * sizeof(float));
   }
-  const int64_t stride = options[0], pad = options[1], dilation = options[2];
-  CheckFloat32Cpu(kName, "x", x, 3);
-  CheckFloat32Cpu(kName, "w", w, 3);
-  CheckFloat32Cpu(kName, "bias", bias, 1);
-  CheckFloat32Cpu(kName, "out", out, 3);
-  const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
-  const int64_t C_out = w.shape()[0], K = w.shape()[2];
-  const int64_t T_out = (T_in + 2 * pad - dilation * (K - 1) - 1) / stride + 1;
-  CheckShape(kName, "w", w, {C_out, C_in, K});
-  CheckShape(kName, "bias", bias, {C_out});
-  CheckShape(kName, "out", out, {B, C_out, T_out});
-  const float* px = DataPtr<const float>(x);
-  const float* pw = DataPtr<const float>(w);
-  const float* pb = DataPtr<const float>(bias);
-  float* po = DataPtr<float>(out);
+  const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
+      float* ob = po + b * C_out * T_out + t0;
+      for (int64_t o = 0; o < C_out; ++o) std::fill(ob + o * T_out, ob + o * T_out + width, pb[o]);
+      const float* xb = padded.data() + b * C_in * T_pad + t0;
+      for (int64_t k = 0; k < K; ++k) {
+        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C_out, width, C_in, 1.f,
+                          taps.data() + k * C_out * C_in, C_in, xb + k * dilation, T_pad, 1.f, ob,
+                          T_out);
+      }
+    }
+  }
+}
+
+/*! \brief Any-stride convolution through im2col tiles. */
+void Conv1dIm2col(const float* px, const float* pw, const float* pb, float* po, int64_t B,
+                  int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t stride,
+                  int64_t pad, int64_t dilation, int64_t T_out) {
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile, rows = C_in * K;
 #pragma omp parallel
   {
@@ -78,6 +95,34 @@ void Conv1d(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorVie
                           rows, col.data(), width, 1.f, ob, T_out);
       }
     }
+  }
+}
+
+void Conv1d(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
+            tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d";
+  if (options.size() != 3) {
+    TVM_FFI_THROW(ValueError) << kName << ": options must be (stride, padding, dilation)";
+  }
+  const int64_t stride = options[0], pad = options[1], dilation = options[2];
+  CheckFloat32Cpu(kName, "x", x, 3);
+  CheckFloat32Cpu(kName, "w", w, 3);
+  CheckFloat32Cpu(kName, "bias", bias, 1);
+  CheckFloat32Cpu(kName, "out", out, 3);
+  const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
+  const int64_t C_out = w.shape()[0], K = w.shape()[2];
+  const int64_t T_out = (T_in + 2 * pad - dilation * (K - 1) - 1) / stride + 1;
+  CheckShape(kName, "w", w, {C_out, C_in, K});
+  CheckShape(kName, "bias", bias, {C_out});
+  CheckShape(kName, "out", out, {B, C_out, T_out});
+  const float* px = DataPtr<const float>(x);
+  const float* pw = DataPtr<const float>(w);
+  const float* pb = DataPtr<const float>(bias);
+  float* po = DataPtr<float>(out);
+  if (stride == 1) {
+    Conv1dStride1(px, pw, pb, po, B, C_in, T_in, C_out, K, pad, dilation, T_out);
+  } else {
+    Conv1dIm2col(px, pw, pb, po, B, C_in, T_in, C_out, K, stride, pad, dilation, T_out);
   }
 }
 
