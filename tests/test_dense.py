@@ -58,7 +58,9 @@ def test_conv1d_transpose(cin, cout, k, stride, padding, output_padding):
     assert '"kokoro_ext.conv1d_transpose"' in compiled_matches_torch(conv, x)
 
 
-@pytest.mark.parametrize("rows,features_in,features_out", [(1, 8, 5), (37, 64, 300), (5, 3, 1)])
+@pytest.mark.parametrize(
+    "rows,features_in,features_out", [(1, 8, 5), (37, 64, 300), (5, 3, 1), (64, 256, 300)]
+)
 def test_linear_goes_to_addmm(rows, features_in, features_out):
     linear = nn.Linear(features_in, features_out)
     assert '"kokoro_ext.addmm"' in compiled_matches_torch(linear, torch.randn(rows, features_in))

@@ -30,6 +30,7 @@ namespace kokoro_ext {
 namespace {
 
 constexpr int64_t kColumnTile = 256;
+constexpr int64_t kMinParallelFlops = int64_t{1} << 22;
 
 /*!
  * \brief Stride-1 convolution as K accumulated GEMMs, out += W_k x_shifted(k), over a
@@ -193,7 +194,9 @@ void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorVi
   const float* pb = DataPtr<const float>(bias);
   float* po = DataPtr<float>(out);
   const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
-#pragma omp parallel for schedule(dynamic, 1)
+  // Small products (kokoro's AdaIN style projections: one row) cost less than waking
+  // the thread team.
+#pragma omp parallel for schedule(dynamic, 1) if (M * N * K >= kMinParallelFlops)
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t n0 = tile * kColumnTile, width = std::min(kColumnTile, N - n0);
     for (int64_t m = 0; m < M; ++m) std::memcpy(po + m * N + n0, pb + n0, width * sizeof(float));
