@@ -142,7 +142,7 @@ def build(args: argparse.Namespace, log=print) -> Path:
                 "lstm_backend": args.lstm_backend,
                 "dense": args.dense,
                 "buckets": {"tokens": args.tokens, "frames": args.frames},
-                "geometry": Geometry.from_config(config).__dict__,
+                "geometry": Geometry.from_model(model).__dict__,
                 "config_sha256": artifacts.sha256(staging / artifacts.CONFIG),
                 "weights": _source(args.weights, args.seed),
                 "voice": _source(args.voice, args.seed),

@@ -47,11 +47,6 @@ class DecoderReference:
     phase_flips: int  # phase points on the branch cut: ~2 pi from the compared phase
 
 
-def wrapped_phase_difference(a: Tensor, b: Tensor) -> Tensor:
-    """a - b as an angle in [-pi, pi]: zero for pi against -pi."""
-    return torch.remainder(a - b + math.pi, 2 * math.pi) - math.pi
-
-
 @contextlib.contextmanager
 def _source_phase(model: nn.Module, phase: Tensor | None) -> Iterator[dict]:
     """Hook kokoro's source STFT: count (and with ``phase``, resolve) branch-cut flips."""

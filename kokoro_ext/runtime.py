@@ -55,11 +55,6 @@ class Synthesizer:
             self._runners[key] = StageRunner(library)
         return self._runners[key]
 
-    @property
-    def max_phonemes(self) -> int:
-        """The longest phoneme string one call can take (the largest token bucket - 2)."""
-        return max(self.token_buckets) - 2
-
     def phonemize(self, text: str) -> str:
         """English text -> Kokoro phonemes (offline G2P)."""
         if self._phonemizer is None:

@@ -32,17 +32,21 @@ STYLE_DIM = 128
 
 @dataclass(frozen=True)
 class Geometry:
-    """Time-axis rates of kokoro's decoder, from the config's iSTFTNet parameters."""
+    """Time-axis rates of kokoro's decoder, as its Generator sets them."""
 
     samples_per_frame: int  # audio samples per alignment frame (600 at 24 kHz)
     spectrum_per_frame: int  # source STFT frames per alignment frame (120)
-    harmonics: int = 9  # kokoro's SourceModuleHnNSF: harmonic_num=8, plus the fundamental
+    harmonics: int  # sine harmonics of the source, fundamental included (9)
 
     @classmethod
-    def from_config(cls, config: dict) -> Geometry:
-        istft = config["istftnet"]
-        upsample = math.prod(istft["upsample_rates"])
-        return cls(2 * upsample * istft["gen_istft_hop_size"], 2 * upsample)
+    def from_model(cls, model: nn.Module) -> Geometry:
+        generator = model.decoder.generator
+        upsample = math.prod(up.stride[0] for up in generator.ups)
+        return cls(
+            2 * upsample * generator.stft.hop_length,
+            2 * upsample,
+            generator.m_source.l_sin_gen.dim,
+        )
 
 
 @dataclass(frozen=True)
@@ -68,15 +72,14 @@ def _prosody_example(model: nn.Module, frames: int) -> tuple[Tensor, ...]:
 
 
 def _source_example(model: nn.Module, frames: int) -> tuple[Tensor, ...]:
-    source = SourceStage(model)
-    noise = torch.zeros(1, source.samples_per_frame * frames, source.harmonics)
+    geometry = Geometry.from_model(model)
+    noise = torch.zeros(1, geometry.samples_per_frame * frames, geometry.harmonics)
     return torch.zeros(1, 2 * frames), torch.tensor([frames]), noise
 
 
 def _decoder_example(model: nn.Module, frames: int) -> tuple[Tensor, ...]:
-    source = SourceStage(model)
     spectrum_channels = model.decoder.generator.post_n_fft + 2
-    spectrum_frames = 2 * frames * source.spectrum_rate + 1
+    spectrum_frames = Geometry.from_model(model).spectrum_per_frame * frames + 1
     return (
         torch.zeros(1, model.decoder.asr_res[0].in_channels, frames),
         torch.zeros(1, 2 * frames),
