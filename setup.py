@@ -82,6 +82,10 @@ setup(
         "numpy",
         "scipy-openblas32>=0.3.27",
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={
+        "test": ["pytest", "onnx", "onnxscript", "onnxruntime"],
+        # bench/e2e.py compares with ONNX Runtime and plots
+        "bench": ["onnx", "onnxscript", "onnxruntime", "matplotlib"],
+    },
     zip_safe=False,
 )

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from kokoro_ext.compiler import compile_module
 from kokoro_ext.frontend import LSTM_BACKENDS
 from kokoro_ext.model import build_model, load_config, load_voice, random_voice
 from kokoro_ext.stages import STAGES, Geometry
+from kokoro_ext.target import parse_target
 
 DEFAULT_TOKEN_BUCKETS = (32, 64, 128)
 DEFAULT_FRAME_BUCKETS = (128, 256, 512)
@@ -43,7 +46,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m kokoro_ext.build", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--target", default="llvm", help="TVM target (default: llvm)")
+    parser.add_argument(
+        "--target",
+        default="llvm",
+        help="TVM target: llvm (this host's CPU, the default), 'llvm -mcpu=<cpu>' or a JSON "
+        "dict; e.g. 'llvm -mcpu=x86-64-v2' for artifacts that run on any recent x86-64",
+    )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="artifacts directory (default: ./artifacts)"
     )
@@ -72,6 +80,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=0,
         help="seed of the random weights/voice without --weights/--voice",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="stages compiled at once, one process each (default: the number of cores)",
+    )
     parser.add_argument("--lstm-backend", choices=LSTM_BACKENDS, default="native")
     parser.add_argument(
         "--dense",
@@ -90,6 +104,7 @@ def _source(path: Path | None, seed: int) -> dict[str, Any]:
 
 def build(args: argparse.Namespace, log=print) -> Path:
     """Run the build described by ``args``; returns the artifacts directory."""
+    target = parse_target(args.target)
     config = load_config(args.config)
     model = build_model(config, weights=args.weights, seed=args.seed)
     voice = load_voice(args.voice) if args.voice else random_voice(args.seed)
@@ -98,36 +113,31 @@ def build(args: argparse.Namespace, log=print) -> Path:
             "note: no --weights given: building Kokoro with deterministic RANDOM weights "
             f"(seed {args.seed}); the result is noise, not speech"
         )
-    jobs = [
-        (name, b)
-        for name, spec in STAGES.items()
-        for b in (args.tokens if spec.axis == "tokens" else args.frames)
-    ]
+    log(f"target: {json.dumps(target)}")
+    # Biggest first, so that the last job to finish is a short one.
+    jobs = sorted(
+        (
+            (name, b)
+            for name, spec in STAGES.items()
+            for b in (args.tokens if spec.axis == "tokens" else args.frames)
+        ),
+        key=lambda job: (_COST[job[0]], job[1]),
+        reverse=True,
+    )
     out = args.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
     try:
         stages = {}
         started = time.perf_counter()
-        for i, (name, bucket) in enumerate(jobs, 1):
-            spec = STAGES[name]
-            compiled = compile_module(
-                spec.module(model), spec.example(model, bucket), args.target, args.lstm_backend,
-                native_dense=args.dense == "native",
-            )
-            file = artifacts.stage_file(name, bucket)
-            compiled.executable.export_library(str(staging / file))
-            stages[f"{name}-{bucket}"] = {
-                "stage": name,
-                "bucket": bucket,
-                "file": file,
-                "sha256": artifacts.sha256(staging / file),
-                "ir_lines": compiled.ir_lines,
-                "seconds": {k: round(v, 2) for k, v in compiled.seconds.items()},
-            }
-            took = " ".join(f"{k} {v:.1f}s" for k, v in compiled.seconds.items())
+        setup = (config, args.weights, args.seed, target, args.lstm_backend, args.dense, staging)
+        workers = max(1, min(args.jobs, len(jobs)))
+        for i, entry in enumerate(_run_jobs(jobs, setup, workers), 1):
+            stages[f"{entry['stage']}-{entry['bucket']}"] = entry
+            took = " ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items())
             log(
-                f"[{i}/{len(jobs)}] {name} @ {bucket} {spec.axis}: {took}, {compiled.ir_lines} IR lines"
+                f"[{i}/{len(jobs)}] {entry['stage']} @ {entry['bucket']} "
+                f"{STAGES[entry['stage']].axis}: {took}, {entry['ir_lines']} IR lines"
             )
         (staging / artifacts.CONFIG).write_text(json.dumps(config, indent=2, ensure_ascii=False))
         np.save(staging / artifacts.VOICE, voice.numpy())
@@ -138,7 +148,7 @@ def build(args: argparse.Namespace, log=print) -> Path:
                 "kokoro_ext": kokoro_ext.__version__,
                 "tvm": env.tvm_version,
                 "patches": {p.patch: p.state for p in env.patches},
-                "target": str(args.target),
+                "target": target,
                 "lstm_backend": args.lstm_backend,
                 "dense": args.dense,
                 "buckets": {"tokens": args.tokens, "frames": args.frames},
@@ -156,6 +166,70 @@ def build(args: argparse.Namespace, log=print) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     log(f"wrote {len(jobs)} compiled stages to {out}")
     return out
+
+
+# Relative compile cost of a stage, to start the long jobs first.
+_COST = {"decoder": 3, "text": 2, "prosody": 1, "source": 0}
+
+_worker: dict[str, Any] = {}
+
+
+def _init_worker(config, weights, seed, target, lstm_backend, dense, staging) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # export only traces; the cores belong to the other workers
+    _worker.update(
+        model=build_model(config, weights=weights, seed=seed),
+        target=target,
+        lstm_backend=lstm_backend,
+        native_dense=dense == "native",
+        staging=staging,
+    )
+
+
+def _compile_stage(job: tuple[str, int]) -> dict[str, Any]:
+    name, bucket = job
+    spec, model = STAGES[name], _worker["model"]
+    compiled = compile_module(
+        spec.module(model),
+        spec.example(model, bucket),
+        _worker["target"],
+        _worker["lstm_backend"],
+        native_dense=_worker["native_dense"],
+    )
+    file = artifacts.stage_file(name, bucket)
+    path = _worker["staging"] / file
+    compiled.executable.export_library(str(path))
+    return {
+        "stage": name,
+        "bucket": bucket,
+        "file": file,
+        "sha256": artifacts.sha256(path),
+        "ir_lines": compiled.ir_lines,
+        "seconds": {k: round(v, 2) for k, v in compiled.seconds.items()},
+    }
+
+
+def _run_jobs(jobs, setup, workers: int):
+    """Compile every (stage, bucket) job, yielding manifest entries as they finish.
+
+    Stages compile independently and TVM's compile is single-threaded, so ``workers``
+    processes (spawned: TVM and torch do not survive fork) build ``workers`` at a time.
+    """
+    if workers == 1:
+        _init_worker(*setup)
+        yield from map(_compile_stage, jobs)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, context, _init_worker, setup) as pool:
+        futures = [pool.submit(_compile_stage, job) for job in jobs]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def _replace_directory(new: Path, out: Path) -> None:
