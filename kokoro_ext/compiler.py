@@ -15,6 +15,7 @@ from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext import native
 from kokoro_ext.frontend import LstmBackend, custom_convert_map
+from kokoro_ext.schedule import relax_pipeline
 
 
 @dataclass
@@ -43,16 +44,15 @@ def compile_module(
         program = torch.export.export(module.eval(), tuple(example))
     seconds["export"] = time.perf_counter() - start
     start = time.perf_counter()
-    mod = from_exported_program(program, custom_convert_map=custom_convert_map(lstm_backend, native_dense))
+    converters = custom_convert_map(lstm_backend, native_dense)
+    mod = from_exported_program(program, custom_convert_map=converters)
     seconds["import"] = time.perf_counter() - start
     ir_lines = len(mod.script().splitlines())
     start = time.perf_counter()
     target = tvm.target.Target(target)
     # tvm.compile's "default" Relax pipeline is the target-specific one only for GPUs; for
-    # llvm it skips operator fusion.  Ask for the llvm (cpu_generic) pipeline explicitly.
-    executable = tvm.compile(
-        mod, target=target, relax_pipeline=relax.get_default_pipeline(target)
-    )
+    # llvm it skips operator fusion.  Ours is the CPU pipeline plus inlining (schedule.py).
+    executable = tvm.compile(mod, target=target, relax_pipeline=relax_pipeline(target))
     seconds["compile"] = time.perf_counter() - start
     return CompiledModule(executable, ir_lines, seconds)
 

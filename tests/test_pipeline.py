@@ -18,6 +18,7 @@ from kokoro_ext.build import build, parse_args
 from kokoro_ext.model import small_config
 from kokoro_ext.runtime import Synthesizer
 from kokoro_ext.say import main as say_main
+from kokoro_ext.target import host_cpu
 from kokoro_ext.validate import validate
 
 TOKENS, FRAMES = (12, 20), (24, 48)
@@ -60,7 +61,8 @@ def test_build_writes_stages_and_manifest(build_dir):
     for entry in manifest["stages"].values():
         assert artifacts.sha256(out / entry["file"]) == entry["sha256"]
     assert manifest["config_sha256"] == artifacts.sha256(out / artifacts.CONFIG)
-    assert manifest["target"] == "llvm" and manifest["weights"] == {"random_seed": 0}
+    assert manifest["target"] == {"kind": "llvm", "mcpu": host_cpu()}  # llvm = this host
+    assert manifest["weights"] == {"random_seed": 0}
     assert all(state != "not applied" for state in manifest["patches"].values())
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".artifacts")]
 
