@@ -34,7 +34,11 @@ class InlineElementwise(CPUScheduleRule):
 def _inline_one(sch: s_tir.Schedule) -> bool:
     # dlight's try_inline needs normalize_prim_func, which gives up on fused functions
     # that mix reductions with elementwise blocks (AdaIN's statistics and its affine).
-    for block in sch.get_child_blocks(sch.get_sblock("root")):
+    try:
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    except s_tir.schedule.ScheduleError:  # no root block: a hand-written opaque function
+        return False
+    for block in blocks:
         for inline in (sch.compute_inline, sch.reverse_compute_inline):
             try:
                 inline(block)

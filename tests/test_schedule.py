@@ -50,3 +50,17 @@ def test_fused_elementwise_chain_is_one_loop_nest_and_exact():
     chain = [f for name, f in funcs.items() if "sin" in name or "round" in name]
     assert chain, sorted(funcs)
     assert all(_blocks(f) <= 2 for f in chain), {n: _blocks(f) for n, f in funcs.items()}
+
+
+def test_functions_without_a_root_block_compile():
+    # TVM's cumsum is an opaque "cumsum_generic" block with no root block to inline into
+    class CumSum(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, dim=1) * 2.0 + 1.0
+
+    x = torch.randn(1, 64, 9)
+    compiled = compile_module(CumSum(), (x,))
+    vm = relax.VirtualMachine(compiled.executable, tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x.numpy()))
+    got = got[0] if not isinstance(got, tvm.runtime.Tensor) else got
+    np.testing.assert_allclose(got.numpy(), CumSum()(x).numpy(), atol=1e-5)
