@@ -83,7 +83,7 @@ def check_patches(built: dict[str, str], here: dict[str, str], directory: Path) 
     """ValueError naming the first TVM patch whose state differs between build and here."""
     for patch in sorted(set(built) | set(here)):
         was = built.get(patch, "not in the series then")
-        now = here.get(patch, "not in the series then")
+        now = here.get(patch, "not in this series")
         if was != now:
             hint = "run ./upstream/apply.sh, or " if now == "not applied" else ""
             raise ValueError(
@@ -181,8 +181,9 @@ class Synthesizer:
         The text is split into sentences and phonemized one sentence at a time, and the
         phonemes are packed into chunks that fit the largest token bucket (and, if the
         audio would not fit the largest frame bucket, halved again): see
-        kokoro_ext.text.chunking.  Chunk ``i`` uses noise seed ``seed + i``, so a chunk
-        sounds the same wherever the stream is read from.  ``Chunk.pause`` is the silence
+        kokoro_ext.text.chunking.  Chunk ``i`` uses noise seed ``seed + i``: the output is
+        deterministic, and each chunk is ``synthesize_phonemes(chunk.phonemes, voice,
+        speed, seed + i)``.  ``Chunk.pause`` is the silence
         to put before it (kokoro_ext.text.chunking.PAUSES); ``join`` applies it.
 
         Letters of other scripts (Cyrillic, CJK, ...) are dropped with a warning; text
@@ -194,8 +195,8 @@ class Synthesizer:
         if not text.strip():
             raise ValueError("no text to synthesize: the text is empty or only whitespace")
         check_speed(speed)
-        pack_ = self._voice_pack(voice)
-        return self._chunks(drop_other_scripts(text), pack_, speed, seed)
+        voice_pack = self._voice_pack(voice)
+        return self._chunks(drop_other_scripts(text), voice_pack, speed, seed)
 
     def _chunks(self, text: str, voice: np.ndarray, speed: float, seed: int) -> Iterator[Chunk]:
         index = 0
