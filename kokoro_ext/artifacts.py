@@ -57,3 +57,31 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
             f"{FORMAT}; rebuild the artifacts"
         )
     return manifest
+
+
+def listed_files(manifest: dict[str, Any]) -> dict[str, str]:
+    """File name -> SHA-256 the manifest records: config, voice and every stage library."""
+    files = {CONFIG: manifest.get("config_sha256"), VOICE: manifest.get("voice_sha256")}
+    files.update({entry["file"]: entry["sha256"] for entry in manifest["stages"].values()})
+    return files
+
+
+def verify(directory: str | Path, manifest: dict[str, Any]) -> None:
+    """ValueError naming the first listed file that is missing or whose bytes changed.
+
+    A stage library that is not what was built can crash the process or produce noise,
+    so the runtime checks the whole build before it loads any of it.
+    """
+    directory = Path(directory)
+    rebuild = f"rebuild with `python -m kokoro_ext.build --out {directory}`"
+    for name, expected in listed_files(manifest).items():
+        path = directory / name
+        if not path.is_file():
+            raise ValueError(f"{path} is listed in {MANIFEST} but missing; {rebuild}")
+        if expected is None:
+            raise ValueError(f"{directory / MANIFEST} records no SHA-256 for {name}; {rebuild}")
+        if sha256(path) != expected:
+            raise ValueError(
+                f"{path} does not match {MANIFEST} (SHA-256 differs): the file was changed or "
+                f"corrupted after the build; {rebuild}"
+            )

@@ -32,19 +32,47 @@ class Trace:
     stages: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
-def pick_bucket(size: int, buckets: Sequence[int], axis: str) -> int:
-    """The smallest bucket that holds ``size``; ValueError naming the largest if none does."""
-    fitting = [b for b in sorted(buckets) if b >= size]
-    if not fitting:
-        raise ValueError(
-            f"input needs {size} {axis}, more than the largest {axis} bucket ({max(buckets)}); "
+class BucketOverflow(ValueError):
+    """The input needs more ``axis`` ("tokens" or "frames") than the largest bucket holds.
+
+    Callers that can split the input (kokoro_ext.runtime's chunking) catch this class;
+    the frame count is known only after the text stage ran.
+    """
+
+    def __init__(self, axis: str, size: int, largest: int):
+        self.axis, self.size, self.largest = axis, size, largest
+        super().__init__(
+            f"input needs {size} {axis}, more than the largest {axis} bucket ({largest}); "
             f"build with a larger bucket (--{axis} ...) or split the text"
         )
+
+
+class NonFiniteOutput(RuntimeError):
+    """A stage returned NaN or Inf: a broken build or kernel, not a property of the input."""
+
+
+def pick_bucket(size: int, buckets: Sequence[int], axis: str) -> int:
+    """The smallest bucket that holds ``size``; BucketOverflow (a ValueError) if none does."""
+    fitting = [b for b in sorted(buckets) if b >= size]
+    if not fitting:
+        raise BucketOverflow(axis, size, max(buckets))
     return fitting[0]
 
 
+def check_finite(stage: str, **outputs: np.ndarray) -> None:
+    """NonFiniteOutput naming the stage and output if any value is NaN or Inf."""
+    for name, value in outputs.items():
+        if not np.isfinite(value).all():
+            raise NonFiniteOutput(
+                f"the {stage} stage returned non-finite values in {name!r} "
+                f"({int(np.isnan(value).sum())} NaN, {int(np.isinf(value).sum())} Inf); "
+                "the build or its kernels are broken: rebuild the artifacts and run "
+                "`python -m kokoro_ext.validate` on them"
+            )
+
+
 def voice_style(voice: torch.Tensor | np.ndarray, phonemes: int) -> np.ndarray:
-    """The [1, 256] style row kokoro picks from a [510, 1, 256] voice pack for this many phonemes."""
+    """The [1, 256] style row kokoro picks from a [510, 1, 256] voice pack for ``phonemes``."""
     voice = np.asarray(voice, dtype=np.float32)
     return voice[min(max(phonemes - 1, 0), len(voice) - 1)].reshape(1, 2 * STYLE_DIM)
 
@@ -62,7 +90,9 @@ def synthesize_ids(
     """Token ids (with kokoro's boundary 0s) and a [1, 256] style row -> Trace.
 
     ``seed`` fixes the harmonic source's noise: the draws kokoro makes after
-    ``torch.manual_seed(seed)`` (kokoro_ext.reference.source_noise).
+    ``torch.manual_seed(seed)`` (kokoro_ext.reference.source_noise).  Raises
+    BucketOverflow when the input exceeds the largest token or frame bucket, and
+    NonFiniteOutput naming the stage whose valid output holds NaN or Inf.
     """
     tokens = len(input_ids)
     token_bucket = pick_bucket(tokens, token_buckets, "tokens")
@@ -71,6 +101,7 @@ def synthesize_ids(
     token_lengths = np.array([tokens], dtype=np.int64)
     decoder_style, predictor_style = style[:, :STYLE_DIM], style[:, STYLE_DIM:]
     d, duration, t_en = run_stage("text", token_bucket)(ids, token_lengths, predictor_style)
+    check_finite("text", d=d[:, :tokens], duration=duration[:, :tokens], t_en=t_en[..., :tokens])
 
     durations = np.maximum(np.round(duration[0, :tokens] / speed), 1).astype(np.int64)
     frames = int(durations.sum())
@@ -80,6 +111,7 @@ def synthesize_ids(
     asr = (t_en[0, :, :tokens] @ alignment)[None]
     frame_lengths = np.array([frames], dtype=np.int64)
     F0, N = run_stage("prosody", frame_bucket)(en, frame_lengths, predictor_style)
+    check_finite("prosody", F0=F0[:, : 2 * frames], N=N[:, : 2 * frames])
 
     samples = geometry.samples_per_frame * frames
     noise = np.zeros(
@@ -87,10 +119,12 @@ def synthesize_ids(
     )
     noise[:, :samples] = source_noise(seed, 1, samples, geometry.harmonics).numpy()
     (spectrum,) = run_stage("source", frame_bucket)(F0, frame_lengths, noise)
+    spectrum_frames = geometry.spectrum_per_frame * frames + 1
+    check_finite("source", spectrum=spectrum[..., :spectrum_frames])
     (audio,) = run_stage("decoder", frame_bucket)(
         asr, F0, N, frame_lengths, decoder_style, spectrum
     )
-    spectrum_frames = geometry.spectrum_per_frame * frames + 1
+    check_finite("decoder", audio=audio[:, :samples])
     return Trace(
         audio=audio[0, :samples].astype(np.float32),
         durations=durations,

@@ -2,30 +2,119 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
+import math
 import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 import tvm
 
-from kokoro_ext import artifacts
+from kokoro_ext import artifacts, environment
 from kokoro_ext.compiler import StageRunner
 from kokoro_ext.model import load_voice
-from kokoro_ext.pipeline import Trace, synthesize_ids, voice_style
+from kokoro_ext.model.checkpoint import VOICE_SHAPE
+from kokoro_ext.pipeline import BucketOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.stages import Geometry
-from kokoro_ext.text import Phonemizer, phonemes_to_ids
+from kokoro_ext.target import check_runs_here
+from kokoro_ext.text import PAUSES, Phonemizer, Piece, phonemes_to_ids
+from kokoro_ext.text.chunking import Break, drop_other_scripts, pack, split_in_two, split_sentences
 
 SAMPLE_RATE = 24_000
 SPEED_RANGE = (0.5, 2.0)
+#: Vocab symbols that are pauses and intonation, not sounds: a chunk of only these is skipped.
+SILENT_SYMBOLS = frozenset(" ;:,.!?¡¿—…\"«»“”()→↓↗↘")
+
+Voice = str | Path | np.ndarray | torch.Tensor | None
+
+
+@dataclass
+class Chunk:
+    """One synthesized piece of a longer text, as ``Synthesizer.stream`` yields it."""
+
+    text: str  # the text spoken ("" for the rest of a word cut between two phonemes)
+    phonemes: str
+    audio: np.ndarray  # float32 [samples] at 24 kHz
+    pause: float  # seconds of silence that go before ``audio`` when chunks are joined
+    index: int  # position in the stream, from 0
+    seed: int  # seed of this chunk's harmonic source noise: stream's seed + chunk index
+    trace: Trace
+
+    def joined(self) -> np.ndarray:
+        """The pause before this chunk, then its audio: what it adds to the whole."""
+        silence = np.zeros(round(self.pause * SAMPLE_RATE), dtype=np.float32)
+        return np.concatenate([silence, self.audio])
+
+
+def join(chunks: Iterable[Chunk]) -> np.ndarray:
+    """Chunks as one waveform, each after its pause."""
+    return np.concatenate([np.zeros(0, np.float32), *(c.joined() for c in chunks)])
+
+
+def check_speed(speed: float) -> None:
+    """ValueError unless ``speed`` is a number in SPEED_RANGE (NaN is not)."""
+    try:
+        value = float(speed)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not SPEED_RANGE[0] <= value <= SPEED_RANGE[1]:
+        raise ValueError(f"speed must be in [{SPEED_RANGE[0]}, {SPEED_RANGE[1]}], got {speed!r}")
+
+
+def check_voice_pack(pack: np.ndarray, source: str) -> np.ndarray:
+    """``pack`` as float32 if it is a finite [510, 1, 256] voice pack, else ValueError."""
+    pack = np.asarray(pack, dtype=np.float32)
+    if pack.shape != VOICE_SHAPE:
+        raise ValueError(
+            f"voice {source} must have shape {list(VOICE_SHAPE)} (one style vector per "
+            f"phoneme count), got {list(pack.shape)}"
+        )
+    if not np.isfinite(pack).all():
+        raise ValueError(f"voice {source} holds NaN or Inf values")
+    return pack
+
+
+def check_patches(built: dict[str, str], here: dict[str, str], directory: Path) -> None:
+    """ValueError naming the first TVM patch whose state differs between build and here."""
+    for patch in sorted(set(built) | set(here)):
+        was = built.get(patch, "not in the series then")
+        now = here.get(patch, "not in this series")
+        if was != now:
+            hint = "run ./upstream/apply.sh, or " if now == "not applied" else ""
+            raise ValueError(
+                f"{directory} was built with TVM patch {patch} {was!r}, but here it is "
+                f"{now!r}: the compiled stages come from another compiler than this one; "
+                f"{hint}rebuild with `python -m kokoro_ext.build --out {directory}`"
+            )
+
+
+@functools.cache
+def _installed_patches() -> dict[str, str] | None:
+    # apply.sh --check takes a second or two and the installed wheel does not change under
+    # a running process; None outside a source checkout, where there is no series to check.
+    try:
+        return {p.patch: p.state for p in environment.patch_states()}
+    except (OSError, RuntimeError):
+        return None
 
 
 class Synthesizer:
     """Loads a build (``python -m kokoro_ext.build --out DIR``) and synthesizes speech.
 
-    Stages are loaded on first use of a bucket.  One Synthesizer may be shared between
-    threads: calls are serialized by a lock (the compiled stages use both cores already).
+    Loading refuses a build it cannot run faithfully, naming why: another TVM version or
+    patch series, a CPU this host is not, or a file whose SHA-256 differs from the
+    manifest.  Stages are loaded on first use of a bucket.
+
+    One Synthesizer may be shared between threads.  Calls are serialized by a lock, one
+    chunk at a time: each compiled stage already uses every core (TVM's thread pool and
+    the native kernels), so parallel calls would only contend for them, and a Relax
+    VirtualMachine is not documented as safe to call from several threads at once.
+    Streams interleave chunk by chunk; G2P and stage loading have locks of their own.
     """
 
     def __init__(self, artifacts_dir: str | Path = "artifacts"):
@@ -37,67 +126,163 @@ class Synthesizer:
                 f"{self.directory} was built with TVM {self.manifest['tvm']}, this is TVM "
                 f"{installed}; rebuild with `python -m kokoro_ext.build --out {self.directory}`"
             )
+        here = _installed_patches()
+        if here is not None:
+            check_patches(self.manifest.get("patches", {}), here, self.directory)
+        check_runs_here(self.manifest.get("target", "llvm"))
+        artifacts.verify(self.directory, self.manifest)
         self.config = json.loads((self.directory / artifacts.CONFIG).read_text())
         self.vocab: dict[str, int] = self.config["vocab"]
         self.geometry = Geometry(**self.manifest["geometry"])
-        self.voice = np.load(self.directory / artifacts.VOICE)
+        self.voice = check_voice_pack(
+            np.load(self.directory / artifacts.VOICE), str(self.directory / artifacts.VOICE)
+        )
         self.token_buckets = self.manifest["buckets"]["tokens"]
         self.frame_buckets = self.manifest["buckets"]["frames"]
         self._runners: dict[tuple[str, int], StageRunner] = {}
         self._phonemizer: Phonemizer | None = None
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self._text_lock = threading.Lock()
 
     def _stage(self, name: str, bucket: int) -> StageRunner:
-        key = (name, bucket)
-        if key not in self._runners:
-            entry = self.manifest["stages"][f"{name}-{bucket}"]
-            library = tvm.runtime.load_module(str(self.directory / entry["file"]))
-            self._runners[key] = StageRunner(library)
-        return self._runners[key]
+        with self._load_lock:  # two threads' first use of a bucket must load it once
+            key = (name, bucket)
+            if key not in self._runners:
+                entry = self.manifest["stages"][f"{name}-{bucket}"]
+                library = tvm.runtime.load_module(str(self.directory / entry["file"]))
+                self._runners[key] = StageRunner(library)
+            return self._runners[key]
+
+    def _g2p(self) -> Phonemizer:
+        if self._phonemizer is None:
+            self._phonemizer = Phonemizer()
+        return self._phonemizer
 
     def phonemize(self, text: str) -> str:
         """English text -> Kokoro phonemes (offline G2P)."""
-        if self._phonemizer is None:
-            self._phonemizer = Phonemizer()
-        return self._phonemizer(text)
+        with self._text_lock:
+            return self._g2p()(text)
+
+    @property
+    def chunk_limit(self) -> int:
+        """Most phonemes in one chunk: the largest token bucket less kokoro's two boundaries."""
+        return max(self.token_buckets) - 2
+
+    def stream(
+        self,
+        text: str,
+        voice: Voice = None,
+        speed: float = 1.0,
+        seed: int = 0,
+    ) -> Iterator[Chunk]:
+        """English text of any length -> Chunks, each yielded as soon as it is synthesized.
+
+        The text is split into sentences and phonemized one sentence at a time, and the
+        phonemes are packed into chunks that fit the largest token bucket (and, if the
+        audio would not fit the largest frame bucket, halved again): see
+        kokoro_ext.text.chunking.  Chunk ``i`` uses noise seed ``seed + i``: the output is
+        deterministic, and each chunk is ``synthesize_phonemes(chunk.phonemes, voice,
+        speed, seed + i)``.  ``Chunk.pause`` is the silence
+        to put before it (kokoro_ext.text.chunking.PAUSES); ``join`` applies it.
+
+        Letters of other scripts (Cyrillic, CJK, ...) are dropped with a warning; text
+        that leaves nothing to say raises ValueError (when the stream is exhausted).
+        Arguments are checked here, before the first chunk is asked for.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("no text to synthesize: the text is empty or only whitespace")
+        check_speed(speed)
+        voice_pack = self._voice_pack(voice)
+        return self._chunks(drop_other_scripts(text), voice_pack, speed, seed)
+
+    def _chunks(self, text: str, voice: np.ndarray, speed: float, seed: int) -> Iterator[Chunk]:
+        index = 0
+        previous: Break | None = None
+        for sentence in split_sentences(text):
+            with self._text_lock:
+                words = self._g2p().words(sentence.text)
+            stack = pack(words, self.chunk_limit, sentence.end)[::-1]
+            while stack:
+                piece = stack.pop()
+                if not self._speakable(piece):
+                    continue
+                try:
+                    trace = self._run(piece.phonemes, voice, speed, seed + index)
+                except BucketOverflow:
+                    # durations are known only after the text stage: halve and try again
+                    halves = split_in_two(piece)
+                    if halves is None:
+                        raise
+                    stack += halves[::-1]
+                    continue
+                yield Chunk(
+                    text=piece.text,
+                    phonemes=piece.phonemes,
+                    audio=trace.audio,
+                    pause=0.0 if previous is None else PAUSES[previous],
+                    index=index,
+                    seed=seed + index,
+                    trace=trace,
+                )
+                index += 1
+                previous = piece.end
+        if index == 0:
+            raise ValueError(
+                f"nothing to say in English in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
+                "it has no words, only punctuation or symbols without a pronunciation"
+            )
+
+    def _speakable(self, piece: Piece) -> bool:
+        return any(p in self.vocab and p not in SILENT_SYMBOLS for p in piece.phonemes)
 
     def synthesize(
         self,
         text: str,
-        voice: str | Path | np.ndarray | None = None,
+        voice: Voice = None,
         speed: float = 1.0,
         seed: int = 0,
     ) -> np.ndarray:
-        """English text -> float32 waveform at 24 kHz."""
-        return self.synthesize_phonemes(self.phonemize(text), voice, speed, seed).audio
+        """English text of any length -> float32 waveform at 24 kHz: ``join(stream(...))``."""
+        return join(self.stream(text, voice, speed, seed))
 
     def synthesize_phonemes(
         self,
         phonemes: str,
-        voice: str | Path | np.ndarray | None = None,
+        voice: Voice = None,
         speed: float = 1.0,
         seed: int = 0,
     ) -> Trace:
-        """Kokoro phonemes -> Trace (audio, durations, buckets and stage outputs).
+        """Kokoro phonemes (one chunk) -> Trace (audio, durations, buckets and stage outputs).
 
-        ``voice``: a voice pack path or array [510, 1, 256]; the build's voice by default.
-        ``seed`` fixes the harmonic source noise (kokoro's draws after manual_seed(seed)).
+        ``voice``: a voice pack path (.pt or .npy) or array [510, 1, 256]; the build's
+        voice by default.  ``seed`` fixes the harmonic source noise (kokoro's draws after
+        manual_seed(seed)).  Raises BucketOverflow (a ValueError) if the phonemes do not
+        fit the largest buckets; ``stream`` splits such input instead.
         """
-        if not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
-            raise ValueError(f"speed must be in [{SPEED_RANGE[0]}, {SPEED_RANGE[1]}], got {speed}")
+        check_speed(speed)
+        return self._run(phonemes, self._voice_pack(voice), speed, seed)
+
+    def _voice_pack(self, voice: Voice) -> np.ndarray:
+        if voice is None:
+            return self.voice
+        if isinstance(voice, (np.ndarray, torch.Tensor)):
+            return check_voice_pack(np.asarray(voice), "array")
+        path = Path(voice)
+        if path.suffix == ".npy":
+            try:
+                return check_voice_pack(np.load(path), str(path))
+            except OSError as err:
+                raise ValueError(f"cannot read voice pack {path}: {err}") from err
+        return load_voice(path).numpy()
+
+    def _run(self, phonemes: str, voice: np.ndarray, speed: float, seed: int) -> Trace:
         ids = phonemes_to_ids(phonemes, self.vocab)
         if not phonemes.strip() or len(ids) <= 2:
             raise ValueError(f"no phonemes to synthesize in {phonemes!r}")
-        pack = (
-            self.voice
-            if voice is None
-            else (
-                np.asarray(voice, dtype=np.float32)
-                if isinstance(voice, np.ndarray)
-                else load_voice(voice).numpy()
-            )
-        )
-        style = voice_style(pack, len(ids) - 2)
+        style = voice_style(voice, len(ids) - 2)
         with self._lock:
             return synthesize_ids(
                 self._stage,
@@ -109,3 +294,4 @@ class Synthesizer:
                 speed,
                 seed,
             )
+

@@ -1,4 +1,10 @@
-"""``python -m kokoro_ext.say "Hello world" -o hello.wav [--voice V] [--speed S]``."""
+"""``python -m kokoro_ext.say "Hello world" -o hello.wav [--voice V] [--speed S] [--stream]``.
+
+Text comes from the argument, from a file (``-f FILE``) or from stdin (text ``-``), and
+may be a whole document: it is synthesized in chunks (Synthesizer.stream).  With
+``--stream`` each chunk is appended to the WAV file as soon as it is ready and reported
+on its own line; without, the file is written once at the end.
+"""
 
 from __future__ import annotations
 
@@ -11,44 +17,98 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_ext.runtime import SAMPLE_RATE, Synthesizer
+from kokoro_ext.pipeline import NonFiniteOutput
+from kokoro_ext.runtime import SAMPLE_RATE, Synthesizer, join
+
+
+def pcm16(audio: np.ndarray) -> bytes:
+    """Float audio in [-1, 1] as little-endian 16-bit PCM bytes (clipped)."""
+    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
+def open_wav(path: str | Path, sample_rate: int = SAMPLE_RATE) -> wave.Wave_write:
+    """A mono 16-bit WAV writer; frames written to it are on disk before it is closed."""
+    f = wave.open(str(path), "wb")
+    f.setnchannels(1)
+    f.setsampwidth(2)
+    f.setframerate(sample_rate)
+    return f
 
 
 def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
     """Write float audio in [-1, 1] as 16-bit PCM mono WAV."""
-    pcm = (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2")
-    with wave.open(str(path), "wb") as f:
-        f.setnchannels(1)
-        f.setsampwidth(2)
-        f.setframerate(sample_rate)
-        f.writeframes(pcm.tobytes())
+    with open_wav(path, sample_rate) as f:
+        f.writeframes(pcm16(audio))
+
+
+def read_text(text: str | None, file: Path | None) -> str:
+    """The text to say: the argument, the file's contents, or stdin for ``-``."""
+    if (text is None) == (file is None):
+        raise ValueError("give the text either as an argument (- for stdin) or with -f FILE")
+    if file is not None:
+        try:
+            return file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"cannot read {file}: {err}") from err
+    return sys.stdin.read() if text == "-" else text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kokoro_ext.say", description=__doc__)
-    parser.add_argument("text", help="English text")
+    parser = argparse.ArgumentParser(
+        prog="python -m kokoro_ext.say",
+        description=__doc__.split("\n\n")[1],
+    )
+    parser.add_argument("text", nargs="?", help="English text, or - to read it from stdin")
+    parser.add_argument("-f", "--file", type=Path, help="read the text from this UTF-8 file")
     parser.add_argument("-o", "--output", type=Path, default=Path("out.wav"))
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts"))
-    parser.add_argument("--voice", type=Path, help="voice pack .pt (default: the build's voice)")
+    parser.add_argument(
+        "--voice", type=Path, help="voice pack .pt or .npy (default: the build's voice)"
+    )
     parser.add_argument("--speed", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the harmonic source noise")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="noise seed of the first chunk (chunk i: seed + i)"
+    )
+    parser.add_argument(
+        "--stream", action="store_true", help="append each chunk to the WAV file as it is ready"
+    )
     args = parser.parse_args(argv)
+    start = time.perf_counter()
     try:
+        text = read_text(args.text, args.file)
         synth = Synthesizer(args.artifacts)
-        phonemes = synth.phonemize(args.text)
-        start = time.perf_counter()
-        trace = synth.synthesize_phonemes(phonemes, args.voice, args.speed, args.seed)
-        seconds = time.perf_counter() - start
-    except ValueError as err:
+        chunks = synth.stream(text, args.voice, args.speed, args.seed)
+        if args.stream:
+            seconds = _stream_to(args.output, chunks, start)
+        else:
+            done = list(chunks)
+            audio = join(done)
+            write_wav(args.output, audio)
+            print(" ".join(c.phonemes for c in done))
+            seconds = len(audio) / SAMPLE_RATE
+    except (ValueError, NonFiniteOutput) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    write_wav(args.output, trace.audio)
-    duration = len(trace.audio) / SAMPLE_RATE
-    print(
-        f"{phonemes}\nwrote {args.output}: {duration:.2f} s of audio in {seconds:.2f} s "
-        f"(tokens bucket {trace.token_bucket}, frames bucket {trace.frame_bucket})"
-    )
+    took = time.perf_counter() - start
+    print(f"wrote {args.output}: {seconds:.2f} s of audio in {took:.2f} s")
     return 0
+
+
+def _stream_to(path: Path, chunks, start: float) -> float:
+    written = 0
+    with open_wav(path) as f:
+        for chunk in chunks:
+            audio = chunk.joined()
+            f.writeframes(pcm16(audio))
+            written += len(audio)
+            trace = chunk.trace
+            print(
+                f"chunk {chunk.index}: {len(chunk.audio) / SAMPLE_RATE:.2f} s at "
+                f"{time.perf_counter() - start:.2f} s (buckets {trace.token_bucket}/"
+                f"{trace.frame_bucket}): {chunk.text}",
+                flush=True,
+            )
+    return written / SAMPLE_RATE
 
 
 if __name__ == "__main__":

@@ -1,10 +1,23 @@
-"""Shared fixtures: scratch copies of the TVM wheel (see tvm_trees.py)."""
+"""Shared fixtures: scratch copies of the TVM wheel (see tvm_trees.py), the small build."""
 
 from __future__ import annotations
 
 import pytest
 
+from small_build import build_small
 from tvm_trees import copy_wheel, run_apply
+
+
+@pytest.fixture(scope="session")
+def build_dir(tmp_path_factory):
+    """(artifacts dir, build log lines) of the small-config build (small_build.py).
+
+    Built once per session (a minute or two) and shared by every test that synthesizes;
+    tests must not modify it: copy it (shutil.copytree) to corrupt or rebuild it.
+    """
+    log: list[str] = []
+    out = build_small(tmp_path_factory.mktemp("build"), log=log.append)
+    return out, log
 
 
 @pytest.fixture(scope="session")

@@ -7,44 +7,20 @@ compared per stage and end to end with kokoro's PyTorch model (same weights and 
 
 from __future__ import annotations
 
-import json
 import wave
 
 import numpy as np
 import pytest
 
 from kokoro_ext import artifacts
-from kokoro_ext.build import build, parse_args
-from kokoro_ext.model import small_config
 from kokoro_ext.runtime import Synthesizer
 from kokoro_ext.say import main as say_main
 from kokoro_ext.target import host_cpu
 from kokoro_ext.validate import validate
 
-TOKENS, FRAMES = (12, 20), (24, 48)
+from small_build import FRAMES, TOKENS
+
 PHONEMES = "hˈI ðˈɛɹ."  # 9 phonemes: 11 tokens, about 22 frames
-
-
-@pytest.fixture(scope="module")
-def build_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("build")
-    config = root / "small.json"
-    config.write_text(json.dumps(small_config(), ensure_ascii=False))
-    log = []
-    args = parse_args(
-        [
-            "--config",
-            str(config),
-            "--out",
-            str(root / "artifacts"),
-            "--tokens",
-            ",".join(map(str, TOKENS)),
-            "--frames",
-            ",".join(map(str, FRAMES)),
-        ]
-    )
-    out = build(args, log=log.append)
-    return out, log
 
 
 @pytest.fixture(scope="module")

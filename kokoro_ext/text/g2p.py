@@ -3,14 +3,16 @@
 misaki's ``en.G2P()`` downloads the spaCy model ``en_core_web_sm`` on first use, which
 fails offline.  ``Phonemizer`` builds the same G2P on a blank spaCy English pipeline
 (tokenizer only: no part-of-speech tags, so the few words whose pronunciation depends
-on the tag take their default; punctuation gets the tag misaki keys its pauses on) with espeak-ng (shipped by espeakng-loader) as the
-fallback for words outside misaki's lexicon.
+on the tag take their default; punctuation gets the tag misaki keys its pauses on) with
+espeak-ng (shipped by espeakng-loader) as the fallback for words outside misaki's lexicon.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+
+from kokoro_ext.text.chunking import Word, group_words
 
 
 _PUNCTUATION_TAGGER = "kokoro_ext_punctuation_tagger"
@@ -53,6 +55,21 @@ class Phonemizer:
         """The phoneme string for ``text`` (words misaki cannot pronounce are dropped)."""
         phonemes, _ = self._g2p(text)
         return phonemes.strip()
+
+    def words(self, text: str) -> list[Word]:
+        """``text`` as Words (kokoro_ext.text.chunking) with their phonemes.
+
+        Their phonemes joined are ``self(text)``.  Text that gets no phonemes (a symbol
+        misaki has no pronunciation for, such as "%" after a number) is dropped with a
+        warning naming it.
+        """
+        _, tokens = self._g2p(text)
+        silent = [t.text for t in tokens if not t.phonemes and t.text.strip()]
+        if silent:
+            warnings.warn(
+                f"dropping text with no pronunciation: {' '.join(silent)!r}", stacklevel=2
+            )
+        return group_words([(t.text, t.phonemes or "", t.whitespace) for t in tokens])
 
 
 def phonemes_to_ids(phonemes: str, vocab: Mapping[str, int]) -> list[int]:

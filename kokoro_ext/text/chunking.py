@@ -1,0 +1,297 @@
+"""Long text in pieces the compiled buckets hold: sentences, then clauses, words, phonemes.
+
+The compiled stages take at most the largest token bucket (and, after the durations are
+known, the largest frame bucket), so a document is synthesized in chunks:
+
+1. ``split_sentences`` cuts the text after sentence and clause ends (``. ! ? … ; :``,
+   keeping the punctuation and skipping common abbreviations such as "Dr.") and at line
+   breaks, lazily, so that a long document is phonemized one sentence at a time.
+2. ``group_words`` turns a sentence's G2P tokens into ``Word``s: runs of tokens that end
+   at whitespace or clause punctuation, the only places a chunk may end (a chunk never
+   ends between "Jones" and the "," glued to it).
+3. ``pack`` fills chunks of at most ``limit`` phonemes with whole words, preferring to
+   break after clause punctuation, then at a space; only a single word longer than a
+   chunk is cut, at a phoneme boundary (a stress mark stays with its vowel, a length
+   mark with its sound).
+4. ``split_in_two`` halves a chunk whose audio turned out longer than the largest frame
+   bucket, at the word boundary nearest its middle.
+
+Every chunk records how it ends (a ``Break``); the chunk after it starts with the pause
+``PAUSES`` gives for that break.  Everything here is pure: no G2P, no TVM.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import warnings
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+#: How a chunk ends, from the strongest break to the weakest.
+Break = Literal["paragraph", "sentence", "clause", "word", "phoneme"]
+
+#: Seconds of silence put between a chunk that ends with this break and the next chunk.
+#: The model already lengthens the final sound before punctuation; these add the silence
+#: a reader leaves: most between paragraphs (a blank line), less after a sentence, little
+#: after a clause (, ; : — …), a breath's worth where a long clause had to be cut at a
+#: space, and none where a single over-long word was cut between two phonemes.
+PAUSES: dict[str, float] = {
+    "paragraph": 0.6,
+    "sentence": 0.3,
+    "clause": 0.15,
+    "word": 0.05,
+    "phoneme": 0.0,
+}
+
+SENTENCE_END = ".!?…"
+CLAUSE_END = ",;:—…"
+# Punctuation that ends a sentence but leaves it open ("Note: ...") pauses like a clause.
+_CLAUSE_SPLIT = ";:"
+# Short words whose period does not end a sentence.
+ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st mt vs etc fig no vol ca approx dept inc ltd co e.g i.e a.m "
+    "p.m u.s".split()
+)
+_SENTENCE = re.compile(
+    r"""(?P<body>.*?(?:
+            [.!?…;:]+[)"'”’\]]*(?=\s|$)   # punctuation then closing quotes, before a space
+          | (?=\n)                         # or a line break
+        ))
+        (?P<gap>\s*)""",
+    re.VERBOSE | re.DOTALL,
+)
+#: Sentences longer than this many characters are cut (at a clause or space) before G2P.
+MAX_SENTENCE = 1000
+_PHONEME = re.compile(r"[ˈˌ]*.[ːʰʲ\u0303]*", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A piece of text to phonemize on its own and how it ends."""
+
+    text: str
+    end: Break
+
+
+@dataclass(frozen=True)
+class Word:
+    """A stretch of text and its phonemes, each with the whitespace that follows it."""
+
+    text: str
+    phonemes: str
+
+    @property
+    def end(self) -> Break:
+        """The break after this word: a clause end if it ends with clause punctuation."""
+        return "clause" if self.phonemes.rstrip()[-1:] in CLAUSE_END else "word"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A chunk's words and how it ends."""
+
+    words: tuple[Word, ...]
+    end: Break
+
+    @property
+    def text(self) -> str:
+        return "".join(w.text for w in self.words).strip()
+
+    @property
+    def phonemes(self) -> str:
+        return "".join(w.phonemes for w in self.words).strip()
+
+
+def split_sentences(text: str) -> Iterator[Sentence]:
+    """Sentences of ``text`` (punctuation kept, whitespace stripped), lazily, in order.
+
+    A blank line ends a paragraph, a single line break a sentence; ``;`` and ``:`` end a
+    clause.  A period after a one-letter word or a known abbreviation ("Dr.", "e.g.")
+    does not end a sentence.  A sentence longer than ``MAX_SENTENCE`` characters is cut
+    at its last clause punctuation or space before that length, so that G2P stays lazy
+    on text without punctuation.
+    """
+    pending = ""
+    position = 0
+    while position < len(text):
+        match = _SENTENCE.match(text, position)
+        if match is None or match.end() == position:  # no end mark left: the rest
+            body, gap, position = text[position:], "", len(text)
+        else:
+            body, gap, position = match["body"], match["gap"], match.end()
+        joined = body.endswith(".") and _is_abbreviation(body) and "\n" not in gap
+        if joined and position < len(text):
+            pending += body + gap
+            continue
+        sentence = (pending + body).strip()
+        pending = ""
+        if sentence:
+            yield from _cap(sentence, _sentence_end(sentence, gap))
+    if pending.strip():
+        yield from _cap(pending.strip(), "sentence")
+
+
+def _cap(sentence: str, end: Break) -> Iterator[Sentence]:
+    # A "sentence" of a whole document without punctuation would be phonemized at once.
+    while len(sentence) > MAX_SENTENCE:
+        head = sentence[:MAX_SENTENCE]
+        clause = max(head.rfind(f"{mark} ") for mark in CLAUSE_END)
+        space = head.rfind(" ")
+        cut, kind = (
+            (clause + 1, "clause") if clause > 0 else (space, "word") if space > 0 else
+            (MAX_SENTENCE, "phoneme")
+        )
+        yield Sentence(sentence[:cut].strip(), kind)
+        sentence = sentence[cut:].strip()
+    if sentence:
+        yield Sentence(sentence, end)
+
+
+def _is_abbreviation(body: str) -> bool:
+    word = body.rsplit(None, 1)[-1].lower().rstrip(".").lstrip("(\"'“‘")
+    return len(word) == 1 and word.isalpha() or word in ABBREVIATIONS
+
+
+def _sentence_end(sentence: str, gap: str) -> Break:
+    if gap.count("\n") >= 2:
+        return "paragraph"
+    mark = sentence.rstrip(")\"'”’]")[-1:]
+    return "clause" if mark in _CLAUSE_SPLIT else "sentence"
+
+
+def group_words(tokens: Sequence[tuple[str, str, str]]) -> list[Word]:
+    """G2P tokens (text, phonemes, whitespace after) -> Words that may end a chunk.
+
+    Tokens glued together without whitespace ("“", "Quoted", "”") form one Word unless
+    one of them ends with clause punctuation ("Jones", "—" | "and").
+    """
+    words: list[Word] = []
+    text = phonemes = ""
+    for i, (token_text, token_phonemes, whitespace) in enumerate(tokens):
+        text += token_text + whitespace
+        phonemes += token_phonemes + whitespace
+        last = i == len(tokens) - 1
+        if whitespace or last or token_phonemes[-1:] in CLAUSE_END:
+            if text.strip() or phonemes.strip():
+                words.append(Word(text, phonemes))
+            text = phonemes = ""
+    return words
+
+
+def words_of_phonemes(phonemes: str) -> list[Word]:
+    """A phoneme string's words (split at spaces), text and phonemes both the phonemes."""
+    return [Word(w, w) for w in re.findall(r"\S+\s*", phonemes)]
+
+
+def size(words: Sequence[Word]) -> int:
+    """Phoneme symbols the words take in a chunk (surrounding whitespace excluded)."""
+    return len("".join(w.phonemes for w in words).strip())
+
+
+def pack(words: Sequence[Word], limit: int, end: Break = "sentence") -> list[Piece]:
+    """Words -> chunks of at most ``limit`` phoneme symbols, in order, nothing lost.
+
+    A chunk ends after the last clause punctuation that fits if that keeps it at least a
+    third of ``limit`` long (a short clause pause sounds better than a cut at a space),
+    else after the last word that fits.  A word longer than ``limit`` on its own is cut
+    at phoneme boundaries; its text goes with its first piece.  The last chunk ends with
+    ``end``.
+    """
+    if limit < 1:
+        raise ValueError(f"chunk limit must be at least 1 phoneme, got {limit}")
+    pieces: list[Piece] = []
+    current: list[Word] = []
+    queue = deque(words)
+    while queue:
+        word = queue.popleft()
+        if size([*current, word]) <= limit:
+            current.append(word)
+            continue
+        if not current:  # a single word longer than a chunk
+            parts = _cut_word(word, limit)
+            pieces += [Piece((p,), "phoneme") for p in parts[:-1]]
+            current = [parts[-1]]
+            continue
+        cut = _clause_cut(current, limit)
+        pieces.append(Piece(tuple(current[:cut]), current[cut - 1].end))
+        current = current[cut:]
+        queue.appendleft(word)
+    if current:
+        pieces.append(Piece(tuple(current), end))
+    return pieces
+
+
+def _clause_cut(words: Sequence[Word], limit: int) -> int:
+    for cut in range(len(words), 0, -1):
+        if words[cut - 1].end == "clause" and size(words[:cut]) * 3 >= limit:
+            return cut
+    return len(words)
+
+
+def _units(phonemes: str) -> list[str]:
+    return _PHONEME.findall(phonemes)
+
+
+def _cut_word(word: Word, limit: int) -> list[Word]:
+    units = _units(word.phonemes.strip())
+    trailing = word.phonemes[len(word.phonemes.rstrip()) :]
+    parts, current = [], ""
+    for unit in units:
+        if current and len(current) + len(unit) > limit:
+            parts.append(current)
+            current = ""
+        current += unit
+    parts.append(current + trailing)
+    return [Word(word.text if i == 0 else "", p) for i, p in enumerate(parts)]
+
+
+def split_in_two(piece: Piece) -> tuple[Piece, Piece] | None:
+    """A chunk halved at the word boundary nearest its middle (by phonemes).
+
+    A single word is halved at a phoneme boundary; None for a single phoneme.
+    """
+    words = piece.words
+    if len(words) == 1:
+        word = words[0]
+        units = _units(word.phonemes.strip())
+        if len(units) < 2:
+            return None
+        half = len(units) // 2
+        trailing = word.phonemes[len(word.phonemes.rstrip()) :]
+        left = Word(word.text, "".join(units[:half]))
+        right = Word("", "".join(units[half:]) + trailing)
+        return Piece((left,), "phoneme"), Piece((right,), piece.end)
+    total = size(words)
+    cut = min(range(1, len(words)), key=lambda c: abs(2 * size(words[:c]) - total))
+    return Piece(words[:cut], words[cut - 1].end), Piece(words[cut:], piece.end)
+
+
+def is_latin_or_common(char: str) -> bool:
+    """False for letters and marks of scripts other than Latin (Cyrillic, CJK, Greek, ...)."""
+    if not unicodedata.category(char).startswith(("L", "M")):
+        return True
+    name = unicodedata.name(char, "")
+    return name.startswith(("LATIN", "COMBINING", "MODIFIER LETTER"))
+
+
+def drop_other_scripts(text: str) -> str:
+    """``text`` without letters of other scripts, with a warning naming them.
+
+    The English G2P spells such letters out by their English names (Cyrillic "мир" as
+    "em i er") or says "Chinese letter" for each ideograph, which is not speech in any
+    language; they are dropped (and the words around them kept) instead.
+    """
+    foreign = {c for c in text if not is_latin_or_common(c)}
+    if not foreign:
+        return text
+    shown = "".join(sorted(foreign))
+    warnings.warn(
+        f"dropping {len(shown)} characters that are not English (Latin) script: "
+        f"{shown[:40]!r}{' ...' if len(shown) > 40 else ''}",
+        stacklevel=3,
+    )
+    kept = "".join(c if c not in foreign else " " for c in text)
+    return re.sub(r"[ \t]{2,}", " ", kept)

@@ -1,0 +1,138 @@
+"""Loading refuses a build it cannot run faithfully; an interrupted build changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import kokoro_ext.build
+from kokoro_ext import artifacts, runtime, target
+from kokoro_ext.compiler import CompiledModule
+from kokoro_ext.runtime import Synthesizer
+
+from small_build import FRAMES, TOKENS, build_small
+
+
+def _link_or_copy(source, destination):
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+@pytest.fixture
+def copy(build_dir, tmp_path):
+    """A scratch copy of the small build (half a gigabyte: hard links where possible).
+
+    Change its files only through _rewrite, which never writes into a shared inode.
+    """
+    return shutil.copytree(build_dir[0], tmp_path / "artifacts", copy_function=_link_or_copy)
+
+
+def _rewrite(path, data: bytes):
+    path.unlink()
+    path.write_bytes(data)
+
+
+def _edit_manifest(directory, **changes):
+    manifest = json.loads((directory / artifacts.MANIFEST).read_text())
+    manifest.update(changes)
+    _rewrite(directory / artifacts.MANIFEST, json.dumps(manifest).encode())
+
+
+def test_the_copy_loads(copy):
+    assert Synthesizer(copy).manifest["buckets"]["tokens"] == list(TOKENS)
+
+
+@pytest.mark.parametrize(
+    "file", [artifacts.CONFIG, artifacts.VOICE, "text-12.so", f"decoder-{FRAMES[1]}.so"]
+)
+def test_a_changed_byte_names_the_file(copy, file):
+    path = copy / file
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    _rewrite(path, bytes(data))
+    with pytest.raises(ValueError, match=rf"{file} does not match manifest.json.*rebuild with"):
+        Synthesizer(copy)
+
+
+@pytest.mark.parametrize("file", [artifacts.VOICE, "prosody-24.so"])
+def test_a_missing_file_is_named(copy, file):
+    (copy / file).unlink()
+    with pytest.raises(ValueError, match=rf"{file} is listed in manifest.json but missing"):
+        Synthesizer(copy)
+
+
+def test_another_tvm_version_is_refused(copy):
+    _edit_manifest(copy, tvm="0.19.0")
+    with pytest.raises(ValueError, match="built with TVM 0.19.0, this is TVM"):
+        Synthesizer(copy)
+
+
+def test_another_patch_series_is_refused(copy):
+    here = runtime._installed_patches()
+    assert here, "the tests run from a source checkout with the patch series"
+    applied = next(p for p, state in here.items() if state == "already applied")
+    _edit_manifest(copy, patches={**here, applied: "not applied"})
+    with pytest.raises(ValueError, match=rf"patch {applied} 'not applied', but here it is "):
+        Synthesizer(copy)
+    _edit_manifest(copy, patches={**here, "0099-new.patch": "already applied"})
+    message = "0099-new.patch 'already applied', but here it is 'not in this series'"
+    with pytest.raises(ValueError, match=message):
+        Synthesizer(copy)
+
+
+def test_patch_comparison_names_a_patch_the_build_did_not_have():
+    with pytest.raises(ValueError, match=r"0002-b.patch 'not in the series then'.*apply.sh"):
+        runtime.check_patches(
+            {"0001-a.patch": "already applied"},
+            {"0001-a.patch": "already applied", "0002-b.patch": "not applied"},
+            "dir",
+        )
+    runtime.check_patches({"p": "already applied"}, {"p": "already applied"}, "dir")
+
+
+def test_a_build_for_a_cpu_this_host_is_not_is_refused(copy):
+    for cpu in ("diamondrapids", "graniterapids", "sapphirerapids", "znver5", "znver4"):
+        try:
+            target.check_runs_here(f"llvm -mcpu={cpu}")
+        except ValueError:
+            break
+    else:
+        pytest.skip("this host has every feature of the newest x86 CPUs LLVM knows")
+    _edit_manifest(copy, target=f"llvm -mcpu={cpu}")
+    with pytest.raises(ValueError, match=f"compiled for CPU '{cpu}'.*rebuild here"):
+        Synthesizer(copy)
+
+
+def _tree(directory):
+    return {p.name: artifacts.sha256(p) for p in sorted(directory.iterdir())}
+
+
+def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch):
+    before = _tree(copy)
+    calls = []
+
+    class Partial:  # the first stage "compiles" and is written to the staging directory
+        def export_library(self, path):
+            with open(path, "wb") as f:
+                f.write(b"half a build")
+
+    def second_stage_fails(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise RuntimeError("interrupted")
+        return CompiledModule(Partial(), 0, {})
+
+    monkeypatch.setattr(kokoro_ext.build, "compile_module", second_stage_fails)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        build_small(copy.parent, log=lambda line: None)
+    assert len(calls) == 2
+    assert _tree(copy) == before
+    assert not [p.name for p in copy.parent.iterdir() if p.name.startswith(".")]
+    audio = Synthesizer(copy).synthesize_phonemes("hˈI ðˈɛɹ.").audio
+    assert audio.size and np.isfinite(audio).all()
