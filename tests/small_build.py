@@ -11,8 +11,11 @@ from kokoro_ext.model import small_config
 TOKENS, FRAMES = (12, 20), (24, 48)
 
 
-def build_small(root: Path, log=print) -> Path:
-    """Build the small config with TOKENS and FRAMES buckets into ``root/artifacts``."""
+def build_small(root: Path, log=print, jobs: int | None = None) -> Path:
+    """Build the small config with TOKENS and FRAMES buckets into ``root/artifacts``.
+
+    ``jobs`` as ``build --jobs`` (default: one process per core).
+    """
     config = root / "small.json"
     config.write_text(json.dumps(small_config(), ensure_ascii=False))
     args = parse_args(
@@ -26,5 +29,6 @@ def build_small(root: Path, log=print) -> Path:
             "--frames",
             ",".join(map(str, FRAMES)),
         ]
+        + (["--jobs", str(jobs)] if jobs else [])
     )
     return build(args, log=log)
