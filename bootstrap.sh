@@ -11,6 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 
 venv="${VENV:-.venv}"
 tvm_wheel="$(sed -n 's/^TVM_WHEEL_VERSION=//p' upstream/tvm.pin)"
+tvm_ffi="$(sed -n 's/^TVM_FFI_VERSION=//p' upstream/tvm.pin)"
 
 [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
 # shellcheck disable=SC1091
@@ -18,7 +19,8 @@ source "$venv/bin/activate"
 pip_install() { python -m pip install --quiet --disable-pip-version-check "$@"; }
 
 echo "== torch, TVM $tvm_wheel"
-pip_install "${TORCH_SPEC:-torch==2.13.0}" "apache-tvm==$tvm_wheel" "scipy-openblas32>=0.3.27" \
+pip_install "${TORCH_SPEC:-torch==2.13.0}" "apache-tvm==$tvm_wheel" "apache-tvm-ffi==$tvm_ffi" \
+  "scipy-openblas32>=0.3.27" \
   "setuptools>=64" wheel
 echo "== tvm_patches -> installed wheel"
 ./upstream/apply.sh

@@ -77,6 +77,7 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     install_requires=[
         f"apache-tvm=={pinned('TVM_WHEEL_VERSION')}",
+        f"apache-tvm-ffi=={pinned('TVM_FFI_VERSION')}",
         "torch>=2.4",
         "kokoro==0.9.4",
         "numpy",

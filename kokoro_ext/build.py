@@ -126,7 +126,10 @@ def build(args: argparse.Namespace, log=print) -> Path:
     )
     out = args.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    _recover_killed_build(out)
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{out.name}.building-{os.getpid()}-", dir=out.parent)
+    )
     try:
         stages = {}
         started = time.perf_counter()
@@ -230,6 +233,33 @@ def _run_jobs(jobs, setup, workers: int):
             for future in futures:
                 future.cancel()
             raise
+
+
+def _dead(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, PermissionError):
+        return False
+    return False
+
+
+def _recover_killed_build(out: Path) -> None:
+    """Clean up after a build that was killed outright (SIGKILL, power loss).
+
+    Its staging directory is removed; if it died between the two renames of
+    ``_replace_directory``, the previous artifacts are moved back to ``out``.
+    """
+    for path in out.parent.glob(f".{out.name}.building-*"):
+        if _dead(path.name.rsplit(".building-", 1)[1].split("-")[0]):
+            shutil.rmtree(path, ignore_errors=True)
+    for path in out.parent.glob(f".{out.name}.old-*"):
+        if _dead(path.name.rsplit(".old-", 1)[1]):
+            if out.exists():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.rename(out)
 
 
 def _replace_directory(new: Path, out: Path) -> None:

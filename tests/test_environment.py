@@ -24,3 +24,27 @@ def test_test_environment_is_fully_set_up():
     assert env.tvm_version == env.pinned_tvm_version
     assert env.patches_complete, [(p.patch, p.state) for p in env.patches]
     assert env.native_library, env.native_error
+
+
+def test_tvm_ffi_is_the_pinned_version_and_serializes_ir(tmp_path):
+    # With apache-tvm-ffi 0.1.15.x the 0.27 wheel segfaults in ToJSONGraph (tvm.ir.save_json,
+    # used by MetaSchedule's database); run it in a child so a crash fails only this test.
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    assert importlib.metadata.version("apache-tvm-ffi") == environment.read_pin("TVM_FFI_VERSION")
+    script = (
+        "import tvm\n"
+        "from tvm.script import tirx as T\n"
+        "@T.prim_func\n"
+        "def f(a: T.Buffer((4,), 'float32')):\n"
+        "    for i in range(4):\n"
+        "        a[i] = 1.0\n"
+        "g = tvm.ir.load_json(tvm.ir.save_json(f))\n"
+        "tvm.ir.assert_structural_equal(f, g)\n"
+    )
+    path = tmp_path / "save_json.py"  # TVMScript reads the function's source from a file
+    path.write_text(script)
+    result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -136,3 +136,21 @@ def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch
     assert not [p.name for p in copy.parent.iterdir() if p.name.startswith(".")]
     audio = Synthesizer(copy).synthesize_phonemes("hˈI ðˈɛɹ.").audio
     assert audio.size and np.isfinite(audio).all()
+
+
+def test_a_killed_build_is_recovered_by_the_next_one(copy):
+    # A build killed between its two renames leaves only .artifacts.old-PID, and a killed
+    # build leaves its staging directory; the next build puts the old one back first.
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    before = _tree(copy)
+    staging = copy.with_name(f".{copy.name}.building-{dead.pid}-x1y2")
+    staging.mkdir()
+    (staging / "decoder-24.so").write_bytes(b"half")
+    copy.rename(copy.with_name(f".{copy.name}.old-{dead.pid}"))
+    kokoro_ext.build._recover_killed_build(copy)
+    assert _tree(copy) == before
+    assert not [p.name for p in copy.parent.iterdir() if p.name.startswith(".")]
+    Synthesizer(copy)  # verifies every file against the manifest
