@@ -133,9 +133,10 @@ def build(args: argparse.Namespace, log=print) -> Path:
     try:
         stages = {}
         started = time.perf_counter()
-        setup = (config, args.weights, args.seed, target, args.lstm_backend, args.dense, staging)
+        options = (target, args.lstm_backend, args.dense, staging)
         workers = max(1, min(args.jobs, len(jobs)))
-        for i, entry in enumerate(_run_jobs(jobs, setup, workers), 1):
+        source = (config, args.weights, args.seed)
+        for i, entry in enumerate(_run_jobs(jobs, model, source, options, workers), 1):
             stages[f"{entry['stage']}-{entry['bucket']}"] = entry
             took = " ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items())
             log(
@@ -177,17 +178,21 @@ _COST = {"decoder": 3, "text": 2, "prosody": 1, "source": 0}
 _worker: dict[str, Any] = {}
 
 
-def _init_worker(config, weights, seed, target, lstm_backend, dense, staging) -> None:
-    import torch
-
-    torch.set_num_threads(1)  # export only traces; the cores belong to the other workers
+def _set_worker(model, target, lstm_backend, dense, staging) -> None:
     _worker.update(
-        model=build_model(config, weights=weights, seed=seed),
+        model=model,
         target=target,
         lstm_backend=lstm_backend,
         native_dense=dense == "native",
         staging=staging,
     )
+
+
+def _init_worker(config, weights, seed, *options) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # export only traces; the cores belong to the other workers
+    _set_worker(build_model(config, weights=weights, seed=seed), *options)
 
 
 def _compile_stage(job: tuple[str, int]) -> dict[str, Any]:
@@ -213,18 +218,23 @@ def _compile_stage(job: tuple[str, int]) -> dict[str, Any]:
     }
 
 
-def _run_jobs(jobs, setup, workers: int):
+def _run_jobs(jobs, model, source, options, workers: int):
     """Compile every (stage, bucket) job, yielding manifest entries as they finish.
 
     Stages compile independently and TVM's compile is single-threaded, so ``workers``
-    processes (spawned: TVM and torch do not survive fork) build ``workers`` at a time.
+    processes (spawned: TVM and torch do not survive fork) build ``workers`` at a time,
+    each from its own copy of the model (``source``: config, weights, seed).  One worker
+    compiles in this process, on ``model``.
     """
     if workers == 1:
-        _init_worker(*setup)
-        yield from map(_compile_stage, jobs)
+        _set_worker(model, *options)
+        try:
+            yield from map(_compile_stage, jobs)
+        finally:
+            _worker.clear()
         return
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, context, _init_worker, setup) as pool:
+    with ProcessPoolExecutor(workers, context, _init_worker, (*source, *options)) as pool:
         futures = [pool.submit(_compile_stage, job) for job in jobs]
         try:
             for future in as_completed(futures):
