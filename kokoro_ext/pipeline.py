@@ -100,8 +100,14 @@ def synthesize_ids(
     ids[0, :tokens] = input_ids
     token_lengths = np.array([tokens], dtype=np.int64)
     decoder_style, predictor_style = style[:, :STYLE_DIM], style[:, STYLE_DIM:]
+    valid: dict[str, dict[str, np.ndarray]] = {}  # each stage's outputs, trimmed to the input
+
+    def keep(stage: str, **outputs: np.ndarray) -> None:
+        check_finite(stage, **outputs)
+        valid[stage] = outputs
+
     d, duration, t_en = run_stage("text", token_bucket)(ids, token_lengths, predictor_style)
-    check_finite("text", d=d[:, :tokens], duration=duration[:, :tokens], t_en=t_en[..., :tokens])
+    keep("text", d=d[:, :tokens], duration=duration[:, :tokens], t_en=t_en[..., :tokens])
 
     durations = np.maximum(np.round(duration[0, :tokens] / speed), 1).astype(np.int64)
     frames = int(durations.sum())
@@ -111,7 +117,7 @@ def synthesize_ids(
     asr = (t_en[0, :, :tokens] @ alignment)[None]
     frame_lengths = np.array([frames], dtype=np.int64)
     F0, N = run_stage("prosody", frame_bucket)(en, frame_lengths, predictor_style)
-    check_finite("prosody", F0=F0[:, : 2 * frames], N=N[:, : 2 * frames])
+    keep("prosody", F0=F0[:, : 2 * frames], N=N[:, : 2 * frames])
 
     samples = geometry.samples_per_frame * frames
     noise = np.zeros(
@@ -120,24 +126,15 @@ def synthesize_ids(
     noise[:, :samples] = source_noise(seed, 1, samples, geometry.harmonics).numpy()
     (spectrum,) = run_stage("source", frame_bucket)(F0, frame_lengths, noise)
     spectrum_frames = geometry.spectrum_per_frame * frames + 1
-    check_finite("source", spectrum=spectrum[..., :spectrum_frames])
+    keep("source", spectrum=spectrum[..., :spectrum_frames])
     (audio,) = run_stage("decoder", frame_bucket)(
         asr, F0, N, frame_lengths, decoder_style, spectrum
     )
-    check_finite("decoder", audio=audio[:, :samples])
+    keep("decoder", audio=audio[:, :samples])
     return Trace(
-        audio=audio[0, :samples].astype(np.float32),
+        audio=valid["decoder"]["audio"][0].astype(np.float32),
         durations=durations,
         token_bucket=token_bucket,
         frame_bucket=frame_bucket,
-        stages={
-            "text": {
-                "d": d[:, :tokens],
-                "duration": duration[:, :tokens],
-                "t_en": t_en[..., :tokens],
-            },
-            "prosody": {"F0": F0[:, : 2 * frames], "N": N[:, : 2 * frames]},
-            "source": {"spectrum": spectrum[..., :spectrum_frames]},
-            "decoder": {"audio": audio[:, :samples]},
-        },
+        stages=valid,
     )
