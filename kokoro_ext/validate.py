@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from kokoro_ext.engines import torch_provider
 from kokoro_ext.model import build_model
 from kokoro_ext.pipeline import synthesize_ids, voice_style
 from kokoro_ext.reference import kokoro_synthesize
@@ -70,17 +71,14 @@ def validate(
     model = build_model(
         synth.config, weights=weights, seed=manifest["weights"].get("random_seed", 0)
     )
-    eager = {name: spec.module(model).eval() for name, spec in STAGES.items()}
+    eager = torch_provider(model)
     results: list[Comparison] = []
 
     def run_both(name: str, bucket: int):
-        compiled = synth._stage(name, bucket)
+        compiled, reference = synth._stage(name, bucket), eager(name, bucket)
 
         def run(*args):
-            got = compiled(*args)
-            with torch.no_grad():
-                want = eager[name](*[torch.from_numpy(np.asarray(a)) for a in args])
-            want = [w.numpy() for w in (want if isinstance(want, tuple) else (want,))]
+            got, want = compiled(*args), reference(*args)
             for out_name, g, w in zip(STAGES[name].outputs, got, want):
                 if out_name == "spectrum":
                     results.append(compare_spectrum(g, w))
