@@ -273,10 +273,12 @@ class Synthesizer:
         path = Path(voice)
         if path.suffix == ".npy":
             try:
-                return check_voice_pack(np.load(path), str(path))
-            except OSError as err:
+                pack = np.load(path)
+            except (OSError, ValueError) as err:
                 raise ValueError(f"cannot read voice pack {path}: {err}") from err
-        return load_voice(path).numpy()
+        else:
+            pack = load_voice(path).numpy()
+        return check_voice_pack(pack, str(path))  # the same checks (finite too) for every source
 
     def _run(self, phonemes: str, voice: np.ndarray, speed: float, seed: int) -> Trace:
         ids = phonemes_to_ids(phonemes, self.vocab)

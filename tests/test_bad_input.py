@@ -128,3 +128,12 @@ def test_a_stage_returning_nan_is_named(synth, monkeypatch, stage):
     monkeypatch.setattr(synth, "_stage", broken)
     with pytest.raises(NonFiniteOutput, match=f"the {stage} stage returned non-finite"):
         synth.synthesize("Hi there.")
+
+
+def test_voice_file_with_nan_is_refused(synth, tmp_path):
+    voice = torch.from_numpy(synth.voice.copy())
+    voice[3, 0, 7] = float("nan")
+    path = tmp_path / "nan.pt"
+    torch.save(voice, path)
+    with pytest.raises(ValueError, match="nan.pt holds NaN or Inf"):
+        synth.synthesize_phonemes(PHONEMES, voice=path)
