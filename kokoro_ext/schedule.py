@@ -17,6 +17,8 @@ from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 from tvm.s_tir import dlight
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 
+from kokoro_ext.frontend.winograd import winograd_conv1d
+
 
 class InlineElementwise(CPUScheduleRule):
     """Inline the injective blocks of a fused function into their consumers."""
@@ -49,13 +51,18 @@ def _inline_one(sch: s_tir.Schedule) -> bool:
 
 
 def relax_pipeline(target: tvm.target.Target) -> tvm.transform.Pass:
-    """cpu_generic's passes with ``InlineElementwise`` applied after operator fusion."""
+    """cpu_generic's passes with ``InlineElementwise`` applied after operator fusion.
+
+    Before them, ``winograd_conv1d`` picks the Winograd kernel for the native
+    convolutions it pays for (kokoro_ext.frontend.winograd).
+    """
 
     @tvm.transform.module_pass(opt_level=0)
     def _pipeline(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         with target:
             passes = (
-                cpu_generic.library_dispatch_passes(target)
+                [winograd_conv1d]
+                + cpu_generic.library_dispatch_passes(target)
                 + cpu_generic.legalize_passes(target)
                 + [dlight.ApplyDefaultSchedule(InlineElementwise())]
                 + cpu_generic.dataflow_lower_passes(target)

@@ -1,4 +1,5 @@
-"""The native GEMM kernels (conv1d, conv1d_transpose, addmm) against PyTorch, through import.
+"""The native GEMM kernels (conv1d, Winograd conv1d, conv1d_transpose, addmm, bmm) against
+PyTorch, through import.
 
 Each case is exported, imported with our converters and compiled; the IR must call the
 native kernel (so a silent fallback fails the test) unless the case is one the kernels do
@@ -17,15 +18,18 @@ from tvm.relax.frontend.torch import from_exported_program
 from kokoro_ext import native
 from kokoro_ext.compiler import StageRunner, compile_module
 from kokoro_ext.frontend import custom_convert_map
+from kokoro_ext.frontend.winograd import winograd_conv1d
 
 
 def compiled_matches_torch(module: nn.Module, *args: torch.Tensor) -> str:
-    """Compile ``module`` with the native dense converters, check it, return its Relax IR."""
+    """Compile ``module`` with the native dense converters, check it, return its Relax IR
+    after the Winograd pass."""
     module = module.eval()
     with torch.no_grad():
         want = module(*args)
         program = torch.export.export(module, args)
-    ir = from_exported_program(program, custom_convert_map=custom_convert_map()).script()
+    mod = from_exported_program(program, custom_convert_map=custom_convert_map())
+    ir = winograd_conv1d(mod).script()
     (got,) = StageRunner(compile_module(module, args).executable)(*args)
     assert got.shape == tuple(want.shape)
     assert np.abs(got - want.numpy()).max() <= 1e-4 * max(1.0, float(want.abs().max()))
@@ -49,6 +53,33 @@ def test_conv1d(cin, cout, k, stride, padding, dilation, bias):
 
 
 @pytest.mark.parametrize(
+    "cin,cout,k,padding,dilation,frames",
+    # kokoro's generator convolutions (3, 7, 11 taps; dilations 1, 3, 5), 5 taps (a short
+    # last chunk), uneven tile counts per phase, and more than one 256-tile column block.
+    [(64, 64, 3, 1, 1, 300), (72, 64, 7, 9, 3, 803), (64, 80, 11, 25, 5, 1301),
+     (64, 64, 5, 2, 1, 2100), (96, 64, 11, 5, 1, 1029)],
+)
+def test_conv1d_winograd(cin, cout, k, padding, dilation, frames):
+    conv = nn.Conv1d(cin, cout, k, padding=padding, dilation=dilation)
+    ir = compiled_matches_torch(conv, torch.randn(2, cin, frames))
+    assert '"kokoro_ext.conv1d_winograd"' in ir
+
+
+def test_winograd_error_is_near_direct_convolution():
+    # Winograd reassociates the products: its float32 error must stay within a small
+    # multiple of the direct convolution's (measured about 5x on kokoro's shapes).
+    torch.manual_seed(0)
+    conv = nn.Conv1d(128, 128, 11, padding=25, dilation=5).eval()
+    x = torch.randn(1, 128, 2000)
+    with torch.no_grad():
+        exact = conv.double()(x.double()).numpy()
+        direct = conv.float()(x).numpy()
+    (got,) = StageRunner(compile_module(conv, (x,)).executable)(x)
+    direct_error = np.abs(direct - exact).max()
+    assert np.abs(got - exact).max() <= 10 * direct_error, (np.abs(got - exact).max(), direct_error)
+
+
+@pytest.mark.parametrize(
     "cin,cout,k,stride,padding,output_padding",
     [(32, 16, 20, 10, 5, 0), (16, 40, 12, 6, 3, 0), (4, 4, 3, 2, 1, 1), (6, 5, 20, 5, 0, 0)],
 )
@@ -64,6 +95,16 @@ def test_conv1d_transpose(cin, cout, k, stride, padding, output_padding):
 def test_linear_goes_to_addmm(rows, features_in, features_out):
     linear = nn.Linear(features_in, features_out)
     assert '"kokoro_ext.addmm"' in compiled_matches_torch(linear, torch.randn(rows, features_in))
+
+
+def test_attention_products_go_to_bmm():
+    class Attention(nn.Module):
+        def forward(self, q, k, v):
+            return torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v
+
+    q, k, v = (torch.randn(1, 12, 37, 64) for _ in range(3))
+    ir = compiled_matches_torch(Attention(), q, k, v)
+    assert ir.count('"kokoro_ext.bmm"') == 2
 
 
 def test_grouped_convolution_keeps_tvm_lowering():

@@ -15,8 +15,14 @@
  *     x [B, C_in, T_in]   w [C_in, C_out, K]   bias [C_out]   out [B, C_out, T_out]
  *   kokoro_ext.addmm(bias, x, w, out)                out = bias + x @ w
  *     bias [N]   x [M, K]   w [K, N]   out [M, N]
+ *   kokoro_ext.bmm(x, w, out)                        out[b] = x[b] @ w[b]
+ *     x [B, M, K]   w [B, K, N]   out [B, M, N]
+ *
+ * Long stride-1 convolutions with constant weights take Winograd F(m, r) instead
+ * (winograd.cc), chosen at import.
  */
 #include <kokoro_ext/tensor_args.h>
+#include <kokoro_ext/threading.h>
 #include <cblas.h>
 #include <tvm/ffi/container/shape.h>
 #include <tvm/ffi/function.h>
@@ -24,7 +30,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 namespace kokoro_ext {
 namespace {
@@ -40,28 +45,31 @@ void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po,
                    int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
                    int64_t dilation, int64_t T_out) {
   // Weights as [K][C_out][C_in], so that each tap is a contiguous GEMM operand.
-  std::vector<float> taps(K * C_out * C_in);
+  float* taps = Workspace<0>(K * C_out * C_in);
   for (int64_t o = 0; o < C_out; ++o)
     for (int64_t c = 0; c < C_in; ++c)
       for (int64_t k = 0; k < K; ++k) taps[(k * C_out + o) * C_in + c] = pw[(o * C_in + c) * K + k];
   const int64_t T_pad = T_in + 2 * pad;
-  std::vector<float> padded(B * C_in * T_pad, 0.f);
+  float* padded = Workspace<1>(B * C_in * T_pad);
   for (int64_t bc = 0; bc < B * C_in; ++bc) {
-    std::memcpy(padded.data() + bc * T_pad + pad, px + bc * T_in, T_in * sizeof(float));
+    std::fill(padded + bc * T_pad, padded + bc * T_pad + pad, 0.f);
+    std::memcpy(padded + bc * T_pad + pad, px + bc * T_in, T_in * sizeof(float));
+    std::fill(padded + bc * T_pad + pad + T_in, padded + (bc + 1) * T_pad, 0.f);
   }
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
-      float* ob = po + b * C_out * T_out + t0;
-      for (int64_t o = 0; o < C_out; ++o) std::fill(ob + o * T_out, ob + o * T_out + width, pb[o]);
-      const float* xb = padded.data() + b * C_in * T_pad + t0;
-      for (int64_t k = 0; k < K; ++k) {
-        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C_out, width, C_in, 1.f,
-                          taps.data() + k * C_out * C_in, C_in, xb + k * dilation, T_pad, 1.f, ob,
-                          T_out);
-      }
+  const int64_t blocks = OutputBlocks(B * tiles, C_out), block = (C_out + blocks - 1) / blocks;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t item = 0; item < B * tiles * blocks; ++item) {
+    const int64_t b = item / (tiles * blocks), tile = item / blocks % tiles;
+    const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
+    const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
+    float* ob = po + (b * C_out + o0) * T_out + t0;
+    for (int64_t o = 0; o < rows; ++o) std::fill(ob + o * T_out, ob + o * T_out + width, pb[o0 + o]);
+    const float* xb = padded + b * C_in * T_pad + t0;
+    for (int64_t k = 0; k < K; ++k) {
+      scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, width, C_in, 1.f,
+                        taps + (k * C_out + o0) * C_in, C_in, xb + k * dilation, T_pad,
+                        1.f, ob, T_out);
     }
   }
 }
@@ -73,7 +81,7 @@ void Conv1dIm2col(const float* px, const float* pw, const float* pb, float* po, 
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile, rows = C_in * K;
 #pragma omp parallel
   {
-    std::vector<float> col(rows * kColumnTile);
+    float* col = Workspace<0>(rows * kColumnTile);
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t tile = 0; tile < tiles; ++tile) {
@@ -82,7 +90,7 @@ void Conv1dIm2col(const float* px, const float* pw, const float* pb, float* po, 
         // im2col: row (c, k), column j reads x[c, (t0 + j) * stride - pad + k * dilation].
         for (int64_t c = 0; c < C_in; ++c) {
           for (int64_t k = 0; k < K; ++k) {
-            float* row = col.data() + (c * K + k) * width;
+            float* row = col + (c * K + k) * width;
             const int64_t offset = k * dilation - pad;
             for (int64_t j = 0; j < width; ++j) {
               const int64_t t = (t0 + j) * stride + offset;
@@ -93,7 +101,7 @@ void Conv1dIm2col(const float* px, const float* pw, const float* pb, float* po, 
         float* ob = po + b * C_out * T_out + t0;
         for (int64_t o = 0; o < C_out; ++o) std::fill(ob + o * T_out, ob + o * T_out + width, pb[o]);
         scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C_out, width, rows, 1.f, pw,
-                          rows, col.data(), width, 1.f, ob, T_out);
+                          rows, col, width, 1.f, ob, T_out);
       }
     }
   }
@@ -153,27 +161,34 @@ void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::
   const float* pb = DataPtr<const float>(bias);
   float* po = DataPtr<float>(out);
   // cols[(c, k), t] = sum_i w[i, c, k] x[i, t], then out[c, t * stride + k - pad] += cols.
-  // Tiles are blocks of output channels, so no two threads add to the same output.
+  // Items are blocks of output channels, so no two threads add to the same output; the
+  // input is walked in column tiles so that cols stays in cache.
   constexpr int64_t kChannelBlock = 16;
   const int64_t blocks = (C_out + kChannelBlock - 1) / kChannelBlock;
 #pragma omp parallel
   {
-    std::vector<float> cols(kChannelBlock * K * T_in);
+    float* cols = Workspace<0>(kChannelBlock * K * kColumnTile);
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t block = 0; block < blocks; ++block) {
         const int64_t c0 = block * kChannelBlock, width = std::min(kChannelBlock, C_out - c0);
-        scipy_cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width * K, T_in, C_in, 1.f,
-                          pw + c0 * K, C_out * K, px + b * C_in * T_in, T_in, 0.f, cols.data(),
-                          T_in);
         for (int64_t c = 0; c < width; ++c) {
           float* oc = po + (b * C_out + c0 + c) * T_out;
           std::fill(oc, oc + T_out, pb[c0 + c]);
-          for (int64_t k = 0; k < K; ++k) {
-            const float* row = cols.data() + (c * K + k) * T_in;
-            for (int64_t t = 0; t < T_in; ++t) {
-              const int64_t o = t * stride + k - pad;
-              if (o >= 0 && o < T_out) oc[o] += row[t];
+        }
+        for (int64_t t0 = 0; t0 < T_in; t0 += kColumnTile) {
+          const int64_t span = std::min(kColumnTile, T_in - t0);
+          scipy_cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width * K, span, C_in, 1.f,
+                            pw + c0 * K, C_out * K, px + b * C_in * T_in + t0, T_in, 0.f,
+                            cols, span);
+          for (int64_t c = 0; c < width; ++c) {
+            float* oc = po + (b * C_out + c0 + c) * T_out;
+            for (int64_t k = 0; k < K; ++k) {
+              const float* row = cols + (c * K + k) * span;
+              for (int64_t t = 0; t < span; ++t) {
+                const int64_t o = (t0 + t) * stride + k - pad;
+                if (o >= 0 && o < T_out) oc[o] += row[t];
+              }
             }
           }
         }
@@ -209,6 +224,25 @@ void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorVi
   }
 }
 
+void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.bmm";
+  CheckFloat32Cpu(kName, "x", x, 3);
+  CheckFloat32Cpu(kName, "w", w, 3);
+  CheckFloat32Cpu(kName, "out", out, 3);
+  const int64_t B = x.shape()[0], M = x.shape()[1], K = x.shape()[2], N = w.shape()[2];
+  CheckShape(kName, "w", w, {B, K, N});
+  CheckShape(kName, "out", out, {B, M, N});
+  const float* px = DataPtr<const float>(x);
+  const float* pw = DataPtr<const float>(w);
+  float* po = DataPtr<float>(out);
+  // One GEMM per batch entry (ALBERT's attention heads), the heads spread over the cores.
+#pragma omp parallel for schedule(dynamic, 1) if (B * M * N * K >= kMinParallelFlops)
+  for (int64_t b = 0; b < B; ++b) {
+    scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.f, px + b * M * K, K,
+                      pw + b * K * N, N, 0.f, po + b * M * N, N);
+  }
+}
+
 }  // namespace
 
 TVM_FFI_STATIC_INIT_BLOCK() {
@@ -217,7 +251,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef().def("kokoro_ext.conv1d", Conv1d)
       .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)
-      .def("kokoro_ext.addmm", Addmm);
+      .def("kokoro_ext.addmm", Addmm)
+      .def("kokoro_ext.bmm", Bmm);
 }
 
 }  // namespace kokoro_ext

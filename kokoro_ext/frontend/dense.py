@@ -1,12 +1,18 @@
 """Converters sending GEMM-shaped ops to the native BLAS kernels (cpp/src/dense.cc).
 
-``aten.convolution`` (1-D, groups 1) -> ``kokoro_ext.conv1d`` or, transposed,
-``kokoro_ext.conv1d_transpose``, and ``aten.addmm`` (2-D) -> ``kokoro_ext.addmm``, through ``call_dps_packed``, the way TVM's
-BYOC hands a matched op to an external library.  Anything else (transposed or grouped
-or dilated transposed convolutions, symbolic shapes, other dtypes) keeps the importer's own lowering.
+``aten.convolution`` (1-D, groups 1) -> ``kokoro_ext.conv1d`` (which
+kokoro_ext.frontend.winograd may turn into Winograd once the weights are bound) or,
+transposed, ``kokoro_ext.conv1d_transpose``; ``aten.addmm`` (2-D) ->
+``kokoro_ext.addmm``; ``aten.bmm`` -> ``kokoro_ext.bmm``; all through ``call_dps_packed``,
+the way TVM's BYOC hands a matched op to an external library.  Anything else (grouped or
+dilated transposed convolutions, symbolic shapes, other dtypes) keeps the importer's own
+lowering.
 """
 
 from __future__ import annotations
+
+import operator
+from functools import partial
 
 import numpy as np
 from torch import fx
@@ -15,6 +21,7 @@ from tvm import relax
 NATIVE_CONV1D = "kokoro_ext.conv1d"
 NATIVE_CONV1D_TRANSPOSE = "kokoro_ext.conv1d_transpose"
 NATIVE_ADDMM = "kokoro_ext.addmm"
+NATIVE_BMM = "kokoro_ext.bmm"
 
 
 def _static_shape(expr: relax.Expr) -> list[int] | None:
@@ -74,3 +81,16 @@ def convert_addmm(node: fx.Node, importer) -> relax.Var:
         return importer._addmm(node)
     out_ty = relax.TensorType((m, n), "float32")
     return importer.block_builder.emit(relax.call_dps_packed(NATIVE_ADDMM, [bias, x, w], out_ty))
+
+
+def convert_bmm(node: fx.Node, importer) -> relax.Var:
+    """``aten.bmm.default`` (float32, static shapes) -> kokoro_ext.bmm."""
+    x, w = importer.retrieve_args(node)[:2]
+    shapes = [_static_shape(t) for t in (x, w)]
+    if None in shapes or len(shapes[0]) != 3 or len(shapes[1]) != 3:
+        # the importer's own bmm converter
+        matmul = partial(relax.op.linear_algebra.matmul, out_dtype="float32")
+        return importer._binary_op(matmul, operator.matmul)(node)
+    (batch, m, _), (_, _, n) = shapes
+    out_ty = relax.TensorType((batch, m, n), "float32")
+    return importer.block_builder.emit(relax.call_dps_packed(NATIVE_BMM, [x, w], out_ty))

@@ -1,0 +1,301 @@
+/*!
+ * \file winograd.cc
+ * \brief Stride-1 conv1d by Winograd minimal filtering, F(m, r), over OpenBLAS GEMMs.
+ *
+ * Kokoro's iSTFTNet generator spends nearly all its FLOPs in stride-1 convolutions with
+ * 3, 7 and 11 taps (dilations 1, 3, 5) over long sequences.  With n = m + r - 1
+ * interpolation points, y = A^T [(G g) . (B^T d)] gives m outputs of an r-tap correlation
+ * with n products instead of m r (Lavin & Gray 2016); over channels each of the n
+ * products is one GEMM [C_out x C_in] x [C_in x tiles].  The filter transform G g is done
+ * once, at import (the weights are constants), as in TVM's
+ * conv2d_winograd_without_weight_transform.
+ *
+ * Layout: the time axis is split into D = dilation * m phases, X[c][p][v] = x[c][p + D v],
+ * so that the inputs a tile transform reads, and the outputs it writes, are contiguous in
+ * the tile index: the transforms vectorize across tiles.  A filter of K > r taps is cut
+ * into r-tap chunks; with m dividing r, chunk j of tile q reads the transformed input of
+ * tile q + j r / m, so all chunks accumulate into the same GEMM output.
+ *
+ *   kokoro_ext.winograd_pays(C_in, C_out, K, dilation, T_out) -> bool
+ *     whether the import should use the two functions below for this convolution
+ *   kokoro_ext.winograd_filter_shape(C_out, C_in, K) -> Shape [chunks, n, C_out, C_in]
+ *   kokoro_ext.winograd_filter(w, gw)      gw = G w, chunked
+ *     w [C_out, C_in, K]   gw [chunks, n, C_out, C_in]
+ *   kokoro_ext.conv1d_winograd(options, x, gw, bias, out)   PyTorch conv1d, stride 1
+ *     options  Shape (padding, dilation, K)
+ *     x [B, C_in, T_in]   gw as above   bias [C_out]   out [B, C_out, T_out]
+ */
+#include <kokoro_ext/tensor_args.h>
+#include <kokoro_ext/threading.h>
+#include <cblas.h>
+#include <tvm/ffi/container/shape.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/reflection/registry.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace kokoro_ext {
+namespace {
+
+/*! \brief The transforms of F(m, r): A^T [m][n], G [n][r], B^T [n][n], as floats. */
+struct WinogradTransform {
+  int64_t m, r, n;
+  std::vector<float> AT, G, BT;
+};
+
+/*! \brief Rows (1, a, ..., a^(cols-1)) for each finite point, then the point at infinity. */
+std::vector<double> Vandermonde(const std::vector<double>& points, int64_t cols) {
+  const int64_t rows = static_cast<int64_t>(points.size()) + 1;
+  std::vector<double> v(rows * cols, 0.0);
+  for (size_t i = 0; i < points.size(); ++i) {
+    for (int64_t k = 0; k < cols; ++k) v[i * cols + k] = std::pow(points[i], static_cast<double>(k));
+  }
+  v[(rows - 1) * cols + cols - 1] = 1.0;
+  return v;
+}
+
+/*! \brief Inverse of a small square matrix, Gauss-Jordan with partial pivoting. */
+std::vector<double> Inverse(std::vector<double> a, int64_t n) {
+  std::vector<double> inv(n * n, 0.0);
+  for (int64_t i = 0; i < n; ++i) inv[i * n + i] = 1.0;
+  for (int64_t col = 0; col < n; ++col) {
+    int64_t pivot = col;
+    for (int64_t row = col + 1; row < n; ++row) {
+      if (std::abs(a[row * n + col]) > std::abs(a[pivot * n + col])) pivot = row;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      std::swap(a[col * n + k], a[pivot * n + k]);
+      std::swap(inv[col * n + k], inv[pivot * n + k]);
+    }
+    const double scale = 1.0 / a[col * n + col];
+    for (int64_t k = 0; k < n; ++k) {
+      a[col * n + k] *= scale;
+      inv[col * n + k] *= scale;
+    }
+    for (int64_t row = 0; row < n; ++row) {
+      const double f = a[row * n + col];
+      if (row == col || f == 0.0) continue;
+      for (int64_t k = 0; k < n; ++k) {
+        a[row * n + k] -= f * a[col * n + k];
+        inv[row * n + k] -= f * inv[col * n + k];
+      }
+    }
+  }
+  return inv;
+}
+
+/*!
+ * \brief Toom-Cook construction: correlation is the transpose of polynomial multiplication,
+ *  so A^T = V_m^T, G = V_r and B^T = V_n^-T for the Vandermonde matrices V_k (n x k).
+ */
+WinogradTransform MakeTransform(int64_t m, int64_t r, const std::vector<double>& points) {
+  const int64_t n = m + r - 1;
+  const std::vector<double> vm = Vandermonde(points, m), vr = Vandermonde(points, r);
+  const std::vector<double> vn_inv = Inverse(Vandermonde(points, n), n);
+  WinogradTransform t{m, r, n, std::vector<float>(m * n), std::vector<float>(n * r),
+                      std::vector<float>(n * n)};
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < m; ++k) t.AT[k * n + i] = static_cast<float>(vm[i * m + k]);
+    for (int64_t k = 0; k < r; ++k) t.G[i * r + k] = static_cast<float>(vr[i * r + k]);
+    for (int64_t j = 0; j < n; ++j) t.BT[i * n + j] = static_cast<float>(vn_inv[j * n + i]);
+  }
+  return t;
+}
+
+/*!
+ * \brief F(4, 3) for 3 taps, F(4, 4) in chunks for longer filters.  Points with exact
+ *  binary powers keep the float error at the direct product's level (about 1e-6 on unit
+ *  outputs, summed over 128 channels); more points would cut more products but lose
+ *  accuracy quickly.
+ */
+const WinogradTransform& TransformFor(int64_t K) {
+  static const WinogradTransform f43 = MakeTransform(4, 3, {0.0, 1.0, -1.0, 0.5, -0.5});
+  static const WinogradTransform f44 = MakeTransform(4, 4, {0.0, 1.0, -1.0, 2.0, -2.0, 0.5});
+  return K <= 3 ? f43 : f44;
+}
+
+constexpr int64_t kMaxTileColumns = 256;
+constexpr int64_t kMinTileColumns = 64;
+
+/*! \brief gw[chunk][i][o][c] = sum_j G[i][j] w[o][c][chunk r + j], zero past K. */
+void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int64_t C_out,
+                     int64_t C_in, int64_t K) {
+  const int64_t r = f.r, n = f.n, chunks = (K + r - 1) / r;
+  for (int64_t o = 0; o < C_out; ++o) {
+    for (int64_t c = 0; c < C_in; ++c) {
+      const float* wk = w + (o * C_in + c) * K;
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        for (int64_t i = 0; i < n; ++i) {
+          float acc = 0.f;
+          for (int64_t j = 0; j < r && chunk * r + j < K; ++j) {
+            acc += f.G[i * r + j] * wk[chunk * r + j];
+          }
+          gw[((chunk * n + i) * C_out + o) * C_in + c] = acc;
+        }
+      }
+    }
+  }
+}
+
+void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
+                    const float* bias, float* out, int64_t B, int64_t C_in, int64_t T_in,
+                    int64_t C_out, int64_t K, int64_t pad, int64_t d, int64_t T_out) {
+  const int64_t m = f.m, r = f.r, n = f.n;
+  const int64_t chunks = (K + r - 1) / r;
+  const int64_t shift = chunks > 1 ? r / m : 0;             // tiles between chunks
+  const int64_t tiles = ((T_out + d - 1) / d + m - 1) / m;  // output tiles per phase
+  const int64_t D = d * m;
+  const int64_t V = tiles + (chunks - 1) * shift + (n - 1) / m + 1;  // polyphase columns read
+
+  // X[b][c][p][v] = x[b][c][p + D v - pad], zero outside x.
+  float* X = Workspace<0>(B * C_in * D * V);
+#pragma omp parallel for schedule(static)
+  for (int64_t bc = 0; bc < B * C_in; ++bc) {
+    const float* xc = x + bc * T_in;
+    for (int64_t p = 0; p < D; ++p) {
+      float* row = X + (bc * D + p) * V;
+      // v with 0 <= p + D v - pad < T_in
+      const int64_t lo = std::min(V, std::max<int64_t>(0, (pad - p + D - 1) / D));
+      const int64_t hi = std::max(lo, std::min(V, (T_in + pad - p + D - 1) / D));
+      std::fill(row, row + lo, 0.f);
+      for (int64_t v = lo; v < hi; ++v) row[v] = xc[p + D * v - pad];
+      std::fill(row + hi, row + V, 0.f);
+    }
+  }
+
+  // Items: (batch, phase, column tile, output-channel block).
+  // Up to kMaxTileColumns tiles per item, fewer (down to kMinTileColumns) to give every
+  // core a few items.
+  const int64_t per_phase = (4 * MaxThreads() + B * d - 1) / (B * d);  // items wanted
+  const int64_t width = std::min(
+      tiles, std::max(kMinTileColumns, std::min(kMaxTileColumns, tiles / per_phase)));
+  const int64_t column_tiles = (tiles + width - 1) / width;
+  const int64_t column_items = B * d * column_tiles;
+  const int64_t blocks = OutputBlocks(column_items, C_out);
+  const int64_t block = (C_out + blocks - 1) / blocks;
+  const int64_t width_in = width + (chunks - 1) * shift;
+
+#pragma omp parallel
+  {
+    float* U = Workspace<1>(n * C_in * width_in);
+    float* M = Workspace<2>(n * block * width);
+    float* row = Workspace<3>(width);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < column_items * blocks; ++item) {
+      const int64_t o0 = (item % blocks) * block, o_count = std::min(block, C_out - o0);
+      const int64_t col = item / blocks;
+      const int64_t b = col / (d * column_tiles), phase = (col / column_tiles) % d;
+      const int64_t q0 = (col % column_tiles) * width;
+      const int64_t cols = std::min(width, tiles - q0), cols_in = cols + (chunks - 1) * shift;
+      // U[i][c][q] = sum_j B^T[i][j] x_phase[c][(q0 + q) m + j]: j % m picks the
+      // polyphase row, j / m the column offset.
+      for (int64_t c = 0; c < C_in; ++c) {
+        const float* xc = X + (b * C_in + c) * D * V;
+        for (int64_t i = 0; i < n; ++i) {
+          float* u = U + (i * C_in + c) * width_in;
+          std::fill(u, u + cols_in, 0.f);
+          for (int64_t j = 0; j < n; ++j) {
+            const float coeff = f.BT[i * n + j];
+            if (coeff == 0.f) continue;
+            const float* xs = xc + (phase + d * (j % m)) * V + q0 + j / m;
+            for (int64_t q = 0; q < cols_in; ++q) u[q] += coeff * xs[q];
+          }
+        }
+      }
+      // M[i] = sum_chunk gw[chunk][i] U[i] shifted by chunk tiles.
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+          scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o_count, cols, C_in, 1.f,
+                            gw + ((chunk * n + i) * C_out + o0) * C_in, C_in,
+                            U + i * C_in * width_in + chunk * shift, width_in,
+                            chunk ? 1.f : 0.f, M + i * block * width, width);
+        }
+      }
+      // out[o][phase + d ((q0 + q) m + k)] = bias + sum_i A^T[k][i] M[i][o][q]
+      for (int64_t o = 0; o < o_count; ++o) {
+        float* yo = out + (b * C_out + o0 + o) * T_out;
+        for (int64_t k = 0; k < m; ++k) {
+          std::fill(row, row + cols, bias[o0 + o]);
+          for (int64_t i = 0; i < n; ++i) {
+            const float coeff = f.AT[k * n + i];
+            if (coeff == 0.f) continue;
+            const float* mi = M + (i * block + o) * width;
+            for (int64_t q = 0; q < cols; ++q) row[q] += coeff * mi[q];
+          }
+          const int64_t t0 = phase + d * (q0 * m + k);
+          const int64_t valid = t0 < T_out ? std::min(cols, (T_out - t0 + D - 1) / D) : 0;
+          for (int64_t q = 0; q < valid; ++q) yo[t0 + D * q] = row[q];
+        }
+      }
+    }
+  }
+}
+
+/*! \brief The shape winograd_filter writes for a [C_out, C_in, K] filter. */
+std::vector<int64_t> FilterShape(int64_t C_out, int64_t C_in, int64_t K) {
+  const WinogradTransform& f = TransformFor(K);
+  return {(K + f.r - 1) / f.r, f.n, C_out, C_in};
+}
+
+bool WinogradPays(int64_t C_in, int64_t C_out, int64_t K, int64_t dilation, int64_t T_out) {
+  // The transforms cost O(n^2) per channel and tile against O(n C) in the GEMMs, so only
+  // wide layers gain, and the GEMMs need enough tiles per phase to run at speed.
+  const int64_t tiles_per_phase = (T_out / dilation) / TransformFor(K).m;
+  return K >= 3 && C_in >= 64 && C_out >= 64 && tiles_per_phase >= 64;
+}
+
+void WinogradFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView gw) {
+  constexpr const char* kName = "kokoro_ext.winograd_filter";
+  CheckFloat32Cpu(kName, "w", w, 3);
+  CheckFloat32Cpu(kName, "gw", gw, 4);
+  const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
+  const std::vector<int64_t> shape = FilterShape(C_out, C_in, K);
+  CheckShape(kName, "gw", gw, {shape[0], shape[1], shape[2], shape[3]});
+  FilterTransform(TransformFor(K), DataPtr<const float>(w), DataPtr<float>(gw), C_out, C_in, K);
+}
+
+void Conv1dWinogradPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
+                          tvm::ffi::TensorView gw, tvm::ffi::TensorView bias,
+                          tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d_winograd";
+  if (options.size() != 3) {
+    TVM_FFI_THROW(ValueError) << kName << ": options must be (padding, dilation, K)";
+  }
+  CheckFloat32Cpu(kName, "x", x, 3);
+  CheckFloat32Cpu(kName, "gw", gw, 4);
+  CheckFloat32Cpu(kName, "bias", bias, 1);
+  CheckFloat32Cpu(kName, "out", out, 3);
+  const int64_t pad = options[0], dilation = options[1], K = options[2];
+  if (K < 1 || dilation < 1 || pad < 0) {
+    TVM_FFI_THROW(ValueError) << kName << ": options (padding, dilation, K) = (" << pad << ", "
+                              << dilation << ", " << K << ") are out of range";
+  }
+  const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
+  const int64_t C_out = gw.shape()[2];
+  const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
+  const std::vector<int64_t> shape = FilterShape(C_out, C_in, K);
+  CheckShape(kName, "gw", gw, {shape[0], shape[1], shape[2], shape[3]});
+  CheckShape(kName, "bias", bias, {C_out});
+  CheckShape(kName, "out", out, {B, C_out, T_out});
+  Conv1dWinograd(TransformFor(K), DataPtr<const float>(x), DataPtr<const float>(gw),
+                 DataPtr<const float>(bias), DataPtr<float>(out), B, C_in, T_in, C_out, K, pad,
+                 dilation, T_out);
+}
+
+}  // namespace
+
+TVM_FFI_STATIC_INIT_BLOCK() {
+  namespace refl = tvm::ffi::reflection;
+  refl::GlobalDef()
+      .def("kokoro_ext.winograd_pays", WinogradPays)
+      .def("kokoro_ext.winograd_filter_shape",
+           [](int64_t C_out, int64_t C_in, int64_t K) {
+             return tvm::ffi::Shape(FilterShape(C_out, C_in, K));
+           })
+      .def("kokoro_ext.winograd_filter", WinogradFilter)
+      .def("kokoro_ext.conv1d_winograd", Conv1dWinogradPacked);
+}
+
+}  // namespace kokoro_ext
