@@ -123,3 +123,13 @@ def test_kernel_names_a_wrong_argument():
     with pytest.raises(ValueError, match=r"kokoro_ext.conv1d: w must have shape \[2, 4, 3\]"):
         conv1d(tvm_ffi.Shape([1, 0, 1]), *[tvm_ffi.from_dlpack(a) for a in
                                            (x, w, np.zeros(2, np.float32), out)])
+
+
+def test_winograd_kernel_names_a_wrong_filter():
+    conv = tvm_ffi.get_global_func("kokoro_ext.conv1d_winograd")
+    x = np.zeros((1, 64, 300), np.float32)
+    gw = np.zeros((1, 6, 64, 32), np.float32)  # [chunks, n, C_out, C_in] for C_in 32; x has 64
+    out = np.zeros((1, 64, 300), np.float32)
+    with pytest.raises(ValueError, match=r"conv1d_winograd: gw must have shape \[1, 6, 64, 64\]"):
+        conv(tvm_ffi.Shape([1, 1, 3]), *[tvm_ffi.from_dlpack(a) for a in
+                                         (x, gw, np.zeros(64, np.float32), out)])

@@ -243,7 +243,7 @@ bool WinogradPays(int64_t C_in, int64_t C_out, int64_t K, int64_t dilation, int6
   // The transforms cost O(n^2) per channel and tile against O(n C) in the GEMMs, so only
   // wide layers gain, and the GEMMs need enough tiles per phase to run at speed.  The
   // transformed filter is about twice the filter: kokoro's 1024-channel decoder layers
-  // hold most of its weights (+160 MB per decoder library) for ~3% of its time, so they
+  // hold most of its weights (+100 MB per decoder library) for ~3% of its time, so they
   // stay direct.
   const int64_t tiles_per_phase = (T_out / dilation) / TransformFor(K).m;
   return K >= 3 && C_in >= 64 && C_out >= 64 && C_in * C_out <= 512 * 512 &&
@@ -277,7 +277,7 @@ void Conv1dWinogradPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
                               << dilation << ", " << K << ") are out of range";
   }
   const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
-  const int64_t C_out = gw.shape()[2];
+  const int64_t C_out = out.shape()[1];
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
   const std::vector<int64_t> shape = FilterShape(C_out, C_in, K);
   CheckShape(kName, "gw", gw, {shape[0], shape[1], shape[2], shape[3]});
