@@ -1,9 +1,9 @@
 /*!
  * \file dense.cc
- * \brief kokoro_ext.conv1d and kokoro_ext.addmm: GEMM-shaped ops on OpenBLAS.
+ * \brief kokoro_ext.conv1d, conv1d_transpose, addmm and bmm: GEMM-shaped ops on OpenBLAS.
  *
  * TVM 0.27's default llvm pipeline leaves these loops unscheduled (scalar, one thread);
- * they are most of Kokoro's FLOPs.  Both split their output into column tiles that run in
+ * they are most of Kokoro's FLOPs.  Each splits its output into tiles that run in
  * parallel under OpenMP, each a single-threaded BLAS GEMM, so the result of a column does
  * not depend on the thread count.
  *
@@ -19,7 +19,7 @@
  *     x [B, M, K]   w [B, K, N]   out [B, M, N]
  *
  * Long stride-1 convolutions with constant weights take Winograd F(m, r) instead
- * (winograd.cc), chosen at import.
+ * (winograd.cc), chosen at compile time.
  */
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>

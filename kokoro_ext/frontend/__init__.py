@@ -23,7 +23,8 @@ def custom_convert_map(lstm_backend: LstmBackend = "native", native_dense: bool 
     ``lstm_backend`` is the one switch between the native kernel ("native") and the TIR
     loop ("tir") for ``kokoro_ext::packed_lstm``.  ``native_dense`` sends 1-D convolutions,
     addmm and bmm to the native BLAS kernels (kokoro_ext.frontend.dense); without it they keep
-    TVM's own lowering.
+    TVM's own lowering.  ``tanh`` and small integer powers always get the lowerings that
+    vectorize (kokoro_ext.frontend.elementwise).
     """
     converters = {
         "packed_lstm.default": convert_packed_lstm(lstm_backend),
