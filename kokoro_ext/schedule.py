@@ -43,14 +43,18 @@ class InlineElementwise(CPUScheduleRule):
         return sch if inlined else None
 
 
+def _root_blocks(sch: s_tir.Schedule) -> list[s_tir.schedule.SBlockRV]:
+    """The blocks directly under the root block; none for a function without one."""
+    try:
+        return list(sch.get_child_blocks(sch.get_sblock("root")))
+    except s_tir.schedule.ScheduleError:  # no root block: a hand-written opaque function
+        return []
+
+
 def _inline_one(sch: s_tir.Schedule) -> bool:
     # dlight's try_inline needs normalize_prim_func, which gives up on fused functions
     # that mix reductions with elementwise blocks (AdaIN's statistics and its affine).
-    try:
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
-    except s_tir.schedule.ScheduleError:  # no root block: a hand-written opaque function
-        return False
-    for block in blocks:
+    for block in _root_blocks(sch):
         for inline in (sch.compute_inline, sch.reverse_compute_inline):
             try:
                 inline(block)
@@ -73,12 +77,8 @@ class VectorizeReduction(CPUScheduleRule):
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
             return None
         sch = s_tir.Schedule(func)
-        try:
-            blocks = sch.get_child_blocks(sch.get_sblock("root"))
-        except s_tir.schedule.ScheduleError:  # no root block: a hand-written opaque function
-            return None
         scheduled = 0
-        for block in blocks:
+        for block in _root_blocks(sch):
             lanes = _innermost_reduction_lanes(sch, block, target)
             if lanes:
                 try:

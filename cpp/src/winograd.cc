@@ -7,8 +7,8 @@
  * interpolation points, y = A^T [(G g) . (B^T d)] gives m outputs of an r-tap correlation
  * with n products instead of m r (Lavin & Gray 2016); over channels each of the n
  * products is one GEMM [C_out x C_in] x [C_in x tiles].  The filter transform G g is done
- * once, at import (the weights are constants), as in TVM's
- * conv2d_winograd_without_weight_transform.
+ * once, at compile time (kokoro_ext.frontend.winograd; the weights are constants), as in
+ * TVM's conv2d_winograd_without_weight_transform.
  *
  * Layout: the time axis is split into D = dilation * m phases, X[c][p][v] = x[c][p + D v],
  * so that the inputs a tile transform reads, and the outputs it writes, are contiguous in
@@ -17,7 +17,7 @@
  * tile q + j r / m, so all chunks accumulate into the same GEMM output.
  *
  *   kokoro_ext.winograd_pays(C_in, C_out, K, dilation, T_out) -> bool
- *     whether the import should use the two functions below for this convolution
+ *     whether compilation should use the two functions below for this convolution
  *   kokoro_ext.winograd_filter_shape(C_out, C_in, K) -> Shape [chunks, n, C_out, C_in]
  *   kokoro_ext.winograd_filter(w, gw)      gw = G w, chunked
  *     w [C_out, C_in, K]   gw [chunks, n, C_out, C_in]
@@ -43,6 +43,9 @@ namespace {
 struct WinogradTransform {
   int64_t m, r, n;
   std::vector<float> AT, G, BT;
+
+  /*! \brief The r-tap chunks a K-tap filter is cut into (the last one zero-padded). */
+  int64_t Chunks(int64_t K) const { return (K + r - 1) / r; }
 };
 
 /*! \brief Rows (1, a, ..., a^(cols-1)) for each finite point, then the point at infinity. */
@@ -122,7 +125,7 @@ constexpr int64_t kMinTileColumns = 64;
 /*! \brief gw[chunk][i][o][c] = sum_j G[i][j] w[o][c][chunk r + j], zero past K. */
 void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int64_t C_out,
                      int64_t C_in, int64_t K) {
-  const int64_t r = f.r, n = f.n, chunks = (K + r - 1) / r;
+  const int64_t r = f.r, n = f.n, chunks = f.Chunks(K);
   for (int64_t o = 0; o < C_out; ++o) {
     for (int64_t c = 0; c < C_in; ++c) {
       const float* wk = w + (o * C_in + c) * K;
@@ -143,7 +146,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
                     const float* bias, float* out, int64_t B, int64_t C_in, int64_t T_in,
                     int64_t C_out, int64_t K, int64_t pad, int64_t d, int64_t T_out) {
   const int64_t m = f.m, r = f.r, n = f.n;
-  const int64_t chunks = (K + r - 1) / r;
+  const int64_t chunks = f.Chunks(K);
   const int64_t shift = chunks > 1 ? r / m : 0;             // tiles between chunks
   const int64_t tiles = ((T_out + d - 1) / d + m - 1) / m;  // output tiles per phase
   const int64_t D = d * m;
@@ -236,7 +239,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
 /*! \brief The shape winograd_filter writes for a [C_out, C_in, K] filter. */
 std::vector<int64_t> FilterShape(int64_t C_out, int64_t C_in, int64_t K) {
   const WinogradTransform& f = TransformFor(K);
-  return {(K + f.r - 1) / f.r, f.n, C_out, C_in};
+  return {f.Chunks(K), f.n, C_out, C_in};
 }
 
 bool WinogradPays(int64_t C_in, int64_t C_out, int64_t K, int64_t dilation, int64_t T_out) {

@@ -32,10 +32,18 @@ def _horner(bb: relax.BlockBuilder, x2: relax.Expr, coefficients: tuple[float, .
     return acc
 
 
+def _is_float32_tensor(x: object) -> bool:
+    return (
+        isinstance(x, relax.Expr)
+        and isinstance(x.ty, relax.TensorType)
+        and x.ty.dtype == "float32"
+    )
+
+
 def convert_tanh(node: fx.Node, importer) -> relax.Var:
     """``aten.tanh.default`` on float32 -> Eigen's rational tanh; other dtypes unchanged."""
     x = importer.retrieve_args(node)[0]
-    if not isinstance(x.ty, relax.TensorType) or x.ty.dtype != "float32":
+    if not _is_float32_tensor(x):
         return importer._unary_op(relax.op.tanh)(node)
     bb = importer.block_builder
     # Clamped by comparisons, which are false for NaN: clip's min/max would turn a NaN
@@ -56,9 +64,7 @@ def convert_pow(node: fx.Node, importer) -> relax.Var:
     """
     x, exponent = importer.retrieve_args(node)[:2]
     if (
-        not isinstance(x, relax.Expr)
-        or not isinstance(x.ty, relax.TensorType)
-        or x.ty.dtype != "float32"
+        not _is_float32_tensor(x)
         or isinstance(exponent, bool)
         or not isinstance(exponent, (int, float))
         or exponent not in (2, 3, 4)
