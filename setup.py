@@ -18,6 +18,7 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+CPU_RECORD = "libkokoro_ext_kernels.cpu.json"  # kokoro_ext.native.CPU_RECORD
 
 
 def pinned(key: str) -> str:
@@ -62,6 +63,18 @@ class CMakeBuild(build_ext):
         # setuptools does not create.
         (ROOT / "kokoro_ext" / "lib").mkdir(exist_ok=True)
 
+    def copy_extensions_to_source(self):
+        # The library's CPU record (CMakeLists.txt writes it beside the library) must
+        # travel with it; setuptools copies only the library itself.
+        super().copy_extensions_to_source()
+        for ext in self.extensions:
+            inplace_file, regular_file = self._get_inplace_equivalent(
+                self.get_finalized_command("build_py"), ext
+            )
+            record = Path(regular_file).with_name(CPU_RECORD)
+            if record.is_file():
+                self.copy_file(str(record), str(Path(inplace_file).with_name(CPU_RECORD)))
+
 
 setup(
     name="kokoro-tvm-ext",
@@ -72,7 +85,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["kokoro_ext", "kokoro_ext.*"]),
-    package_data={"kokoro_ext": ["configs/*.json"]},
+    package_data={"kokoro_ext": ["configs/*.json", f"lib/{CPU_RECORD}"]},
     ext_modules=[CMakeLibrary("kokoro_ext.lib.libkokoro_ext_kernels")],
     cmdclass={"build_ext": CMakeBuild},
     install_requires=[

@@ -28,7 +28,7 @@ from kokoro_ext.compiler import compile_module
 from kokoro_ext.frontend import LSTM_BACKENDS
 from kokoro_ext.model import build_model, load_config, load_voice, random_voice
 from kokoro_ext.stages import STAGES, Geometry
-from kokoro_ext.target import parse_target
+from kokoro_ext.target import instruction_features, parse_target, target_features
 
 DEFAULT_TOKEN_BUCKETS = (32, 64, 128)
 DEFAULT_FRAME_BUCKETS = (128, 256, 512)
@@ -153,6 +153,9 @@ def build(args: argparse.Namespace, log=print) -> Path:
                 "tvm": env.tvm_version,
                 "patches": {p.patch: p.state for p in env.patches},
                 "target": target,
+                # what the compiled code may use, for a person or tool deciding where
+                # the build can go; the load check derives it from "target" itself
+                "cpu_features": sorted(instruction_features(target_features(target))),
                 "lstm_backend": args.lstm_backend,
                 "dense": args.dense,
                 "buckets": {"tokens": args.tokens, "frames": args.frames},

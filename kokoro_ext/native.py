@@ -7,12 +7,20 @@ is loaded; compiled Relax code reaches them by name through ``call_dps_packed``.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import tvm_ffi
 
+from kokoro_ext.target import HostCPU, instruction_features, missing_instructions
+
 LIBRARY_NAME = "libkokoro_ext_kernels.so"
+# Written by CMakeLists.txt beside the library: the -march it was built with and the
+# compiler's predefined macros for it (__AVX2__, __AVX512F__, ...).
+CPU_RECORD = "libkokoro_ext_kernels.cpu.json"
 _ENV_OVERRIDE = "KOKORO_EXT_LIBRARY"
 _loaded: Path | None = None
 
@@ -33,14 +41,68 @@ def library_path() -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class CPURecord:
+    """What the native library was compiled for."""
+
+    march: str
+    compiler: str
+    features: frozenset[str]  # LLVM feature names of the instruction sets it may use
+
+    @staticmethod
+    def read(library: Path, host: HostCPU | None = None) -> CPURecord:
+        """The record beside ``library``; ValueError if there is none or it is unreadable."""
+        path = library.with_name(CPU_RECORD)
+        try:
+            record = json.loads(path.read_text())
+            macros, march, compiler = record["macros"], record["march"], record["compiler"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(
+                f"the native kernel library {library} has no readable CPU record {path.name} "
+                f"({err}), so it cannot be checked against this CPU; rebuild it here with "
+                "`pip install --no-build-isolation -e .` (or ./bootstrap.sh)"
+            ) from err
+        return CPURecord(march, compiler, features_from_macros(macros, host))
+
+
+def features_from_macros(macros: list[str], host: HostCPU | None = None) -> frozenset[str]:
+    """GCC/Clang feature macros -> LLVM instruction features (``__SSE4_1__`` -> ``sse4.1``,
+    ``__AMX_TILE__`` -> ``amx-tile``); macros that name no CPU feature are dropped."""
+    names = set()
+    for macro in macros:
+        name = macro.strip("_").lower()
+        name = re.sub(r"^(sse4|avx10)_(\d)$", r"\1.\2", name).replace("_", "-")
+        names.add(name)
+    return instruction_features(names, host)
+
+
+def check_runs_here(library: Path, host: HostCPU | None = None) -> CPURecord:
+    """ValueError, before loading, if ``library`` uses instructions ``host`` lacks."""
+    record = CPURecord.read(library, host)
+    missing = missing_instructions(record.features, host)
+    if missing:
+        built = f"-march={record.march}" if record.march else "the compiler's default -march"
+        cpu = (host or HostCPU.detect()).name
+        raise ValueError(
+            f"the native kernel library {library} was built with {built} and uses "
+            f"instructions this CPU ({cpu}) lacks: {', '.join(missing)}. Rebuild it on this "
+            "machine (`pip install --no-build-isolation -e .` or ./bootstrap.sh), or build "
+            "a portable one with `cmake -S . -B build -DKOKORO_EXT_MARCH=x86-64-v3` (any "
+            "AVX2 machine; empty for the compiler's baseline)"
+        )
+    return record
+
+
 def load() -> Path:
     """Load the native library once per process so its global functions are registered.
 
-    Returns the path that was loaded.
+    Returns the path that was loaded.  Refuses (ValueError) a library built for
+    instructions this CPU lacks, instead of letting it die on SIGILL.
     """
     global _loaded
     if _loaded is None:
         path = library_path()
+        check_runs_here(path)
         # RTLD_GLOBAL is not needed: registration happens in the library's static
         # initializers, into the libtvm_ffi.so that Python already has loaded.
         ctypes.CDLL(str(path))

@@ -1,17 +1,34 @@
-"""The TVM target a build compiles for: parsed from ``--target``, completed from the host.
+"""The TVM target a build compiles for, and whether a build's code can run on this host.
 
 TVM 0.27 accepts targets only as JSON dicts (``{"kind": "llvm", "mcpu": "..."}``); the
 ``"llvm -mcpu=..."`` command-line form people know is rejected.  ``parse_target`` takes
-both, and an llvm target without ``mcpu`` is completed with the host's CPU: a build is for
-the machine it runs on unless the user names another CPU (``--target "llvm -mcpu=x86-64"``
-gives a portable build).  ``check_runs_here`` refuses a build whose CPU needs instructions
-this host lacks, instead of dying on SIGILL inside a compiled stage.
+both.
+
+A CPU *name* stands for LLVM's model of that CPU, and a hypervisor may mask features the
+model assumes (a KVM guest on an AMD EPYC reports ``znver3`` without ``mwaitx`` or
+``pku``; a Zen 4 guest may lack parts of AVX-512).  So a build "for this host" (``llvm``
+without ``mcpu``, the default) means what ``-march=native`` means: the host's CPU name for
+tuning **plus exactly the host's features**, ``+f`` for what the host has beyond the
+model and ``-f`` for what the model assumes and the host lacks.  The compiled code then
+uses only instructions the host has.
+
+``check_runs_here`` compares instruction-set features only.  The rule
+(``instruction_features``): a feature counts if LLVM's host query can report it (it is a
+CPUID bit; tuning flags such as ``macrofusion``, ``fast-*``, ``idivq-to-divl`` and mode
+flags such as ``64bit-mode`` are not, so they are never compared) and it is not in
+``NO_CODEGEN``, the system and special-purpose instructions that compiled numeric code
+never contains (``mwaitx``, ``rdpru``, ``pku``, ...).
+
+Every function that looks at the host takes ``host=`` so tests can simulate machines.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import tvm
@@ -19,17 +36,82 @@ import tvm_ffi
 
 Target = dict[str, Any]
 
+# CPUID features whose instructions only an OS, a hypervisor or hand-written intrinsics
+# use: LLVM never selects them for loops, vectors or math, so a host lacking them runs
+# the code all the same.  Hypervisors mask exactly these most often.
+NO_CODEGEN = frozenset(
+    {
+        "cldemote", "clflushopt", "clwb", "clzero", "enqcmd", "fsgsbase", "hreset",
+        "invpcid", "kl", "lwp", "movdir64b", "movdiri", "mwaitx", "pconfig", "pku",
+        "ptwrite", "rdpid", "rdpru", "rtm", "serialize", "sgx", "shstk", "tsxldtrk",
+        "uintr", "usermsr", "waitpkg", "wbnoinvd", "widekl", "xsave", "xsavec",
+        "xsaveopt", "xsaves",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HostCPU:
+    """What LLVM sees of a CPU: its name and every CPUID feature LLVM knows, on or off."""
+
+    name: str
+    features: Mapping[str, bool]
+
+    @property
+    def enabled(self) -> frozenset[str]:
+        return frozenset(f for f, on in self.features.items() if on)
+
+    @staticmethod
+    @functools.cache
+    def detect() -> HostCPU:
+        """This machine, as ``-march=native`` sees it (from CPUID, so masking shows)."""
+        get = tvm_ffi.get_global_func
+        features = get("tvm.codegen.llvm.GetHostCPUFeatures")()
+        return HostCPU(
+            name=str(get("target.llvm_get_system_cpu")()),
+            features={str(k): bool(v) for k, v in features.items()},
+        )
+
+
+def _host(host: HostCPU | None) -> HostCPU:
+    return HostCPU.detect() if host is None else host
+
 
 def host_cpu() -> str:
-    """LLVM's name for this machine's CPU (e.g. ``rocketlake``, ``znver4``)."""
-    return str(tvm_ffi.get_global_func("target.llvm_get_system_cpu")())
+    """LLVM's name for this machine's CPU (e.g. ``rocketlake``, ``znver3``)."""
+    return HostCPU.detect().name
 
 
-def parse_target(text: str | Target) -> Target:
+def cpu_model_features(cpu: str, mattr: Iterable[str] = ()) -> frozenset[str]:
+    """Every LLVM feature code for ``cpu`` with ``mattr`` applied may use (implied ones too)."""
+    target = {"kind": "llvm", "mcpu": cpu, **({"mattr": list(mattr)} if mattr else {})}
+    features = tvm_ffi.get_global_func("target.llvm_get_cpu_features")(tvm.target.Target(target))
+    return frozenset(str(name) for name in features.keys())
+
+
+def instruction_features(features: Iterable[str], host: HostCPU | None = None) -> frozenset[str]:
+    """The features among ``features`` that stand for instructions compiled code may use."""
+    known = _host(host).features
+    return frozenset(f for f in features if f in known and f not in NO_CODEGEN)
+
+
+def host_mattr(cpu: str, host: HostCPU | None = None) -> list[str]:
+    """``mattr`` that turns LLVM's model of ``cpu`` into exactly the host's features."""
+    host = _host(host)
+    model = cpu_model_features(cpu)
+    extra = sorted(host.enabled - model)
+    masked = sorted(f for f in model if host.features.get(f) is False)
+    return [f"+{f}" for f in extra] + [f"-{f}" for f in masked]
+
+
+def parse_target(text: str | Target, host: HostCPU | None = None) -> Target:
     """``--target`` value -> TVM target dict; ValueError naming the problem.
 
     Accepts ``llvm``, the CLI form ``llvm -mcpu=skylake-avx512 -mattr=+avx2,+fma`` and a
-    JSON dict.  Only the llvm kind is supported (the native kernels are x86/ARM CPU code).
+    JSON dict.  Only the llvm kind is supported (the native kernels are CPU code).
+    Without ``mcpu`` the target is completed from ``host`` (default: this machine) with
+    its CPU name and its exact feature list (``mattr``); a user's own ``mattr`` comes
+    after and wins.
     """
     if isinstance(text, dict):
         target = dict(text)
@@ -54,13 +136,19 @@ def parse_target(text: str | Target) -> Target:
             f"--target kind {target.get('kind')!r} is not supported: kokoro_ext builds for "
             "CPUs, use llvm (optionally llvm -mcpu=<cpu>)"
         )
-    if "mcpu" not in target:
-        target["mcpu"] = host_cpu()
+    if isinstance(target.get("mattr"), str):
+        target["mattr"] = target["mattr"].split(",")
     triple = target.get("mtriple") or tvm_ffi.get_global_func("target.llvm_get_system_triple")()
+    if "mcpu" not in target:
+        host = _host(host)
+        target["mcpu"] = host.name
+        mattr = host_mattr(host.name, host) + list(target.get("mattr", []))
+        if mattr:
+            target["mattr"] = mattr
     if not tvm_ffi.get_global_func("target.llvm_is_valid_cpu")(target["mcpu"], triple):
         raise ValueError(
             f"--target CPU {target['mcpu']!r} is unknown to LLVM for {triple}; "
-            f"this host is {host_cpu()!r}"
+            f"this host is {_host(host).name!r}"
         )
     try:
         tvm.target.Target(target)
@@ -69,29 +157,36 @@ def parse_target(text: str | Target) -> Target:
     return target
 
 
-def _target_features(target: Target) -> set[str]:
-    # the keys are the features the target enables (their values are empty strings)
-    features = tvm_ffi.get_global_func("target.llvm_get_cpu_features")(tvm.target.Target(target))
-    enabled = {str(name) for name in features.keys()}
-    return enabled | {a[1:] for a in target.get("mattr", []) if a.startswith("+")}
+def target_features(target: Target) -> frozenset[str]:
+    """Every LLVM feature code compiled for ``target`` may use."""
+    return cpu_model_features(target["mcpu"], target.get("mattr", ()))
 
 
-def _host_lacks() -> set[str]:
-    # instruction-set features only: the target's list also holds tuning flags
-    # (macrofusion, fast-gather, ...) that the host query does not report
-    features = tvm_ffi.get_global_func("tvm.codegen.llvm.GetHostCPUFeatures")()
-    return {str(name) for name, on in features.items() if not on}
+def missing_instructions(required: Iterable[str], host: HostCPU | None = None) -> list[str]:
+    """The instruction features in ``required`` that ``host`` lacks, sorted."""
+    host = _host(host)
+    return sorted(instruction_features(required, host) - host.enabled)
 
 
-def check_runs_here(target: str | Target) -> None:
-    """ValueError if code built for ``target`` uses CPU features this host does not have."""
-    target = parse_target(target)
-    missing = sorted(_target_features(target) & _host_lacks())
+def refusal(what: str, missing: list[str], host: HostCPU | None = None) -> str:
+    """The message for code that needs ``missing`` instructions: what, and the two remedies."""
+    shown = ", ".join(missing[:10]) + (f", ... ({len(missing)} in all)" if len(missing) > 10 else "")
+    return (
+        f"{what} use instructions this CPU ({_host(host).name}) lacks: {shown}. "
+        "Rebuild on this machine (`python -m kokoro_ext.build --target llvm` builds for "
+        'exactly this CPU), or build portable artifacts elsewhere with --target "llvm '
+        '-mcpu=x86-64-v2" (or x86-64-v3 for any AVX2 machine)'
+    )
+
+
+def check_runs_here(target: str | Target, host: HostCPU | None = None) -> None:
+    """ValueError if code built for ``target`` uses instructions ``host`` does not have.
+
+    A target without ``mcpu`` means the host itself and always runs.
+    """
+    target = parse_target(target, host)
+    missing = missing_instructions(target_features(target), host)
     if missing:
         raise ValueError(
-            f"these artifacts were compiled for CPU {target['mcpu']!r}, which has instructions "
-            f"this {host_cpu()!r} host lacks ({', '.join(missing[:8])}"
-            f"{', ...' if len(missing) > 8 else ''}); rebuild here with "
-            "`python -m kokoro_ext.build`, or build portable artifacts with "
-            '--target "llvm -mcpu=x86-64-v2"'
+            refusal(f"these artifacts were compiled for CPU {target['mcpu']!r} and", missing, host)
         )

@@ -15,7 +15,7 @@ import pytest
 from kokoro_ext import artifacts
 from kokoro_ext.runtime import Synthesizer
 from kokoro_ext.say import main as say_main
-from kokoro_ext.target import host_cpu
+from kokoro_ext.target import HostCPU, instruction_features, parse_target
 from kokoro_ext.validate import validate
 
 from small_build import FRAMES, TOKENS
@@ -37,7 +37,10 @@ def test_build_writes_stages_and_manifest(build_dir):
     for entry in manifest["stages"].values():
         assert artifacts.sha256(out / entry["file"]) == entry["sha256"]
     assert manifest["config_sha256"] == artifacts.sha256(out / artifacts.CONFIG)
-    assert manifest["target"] == {"kind": "llvm", "mcpu": host_cpu()}  # llvm = this host
+    # llvm = this host: its CPU name and exactly its features
+    assert manifest["target"] == parse_target("llvm")
+    assert manifest["target"]["mcpu"] == HostCPU.detect().name
+    assert set(manifest["cpu_features"]) == instruction_features(HostCPU.detect().enabled)
     assert manifest["weights"] == {"random_seed": 0}
     assert all(state != "not applied" for state in manifest["patches"].values())
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".artifacts")]
