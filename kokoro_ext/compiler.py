@@ -36,7 +36,9 @@ def compile_module(
 ) -> CompiledModule:
     """Export ``module`` on ``example`` (static shapes), import it into Relax and compile it.
 
-    ``lstm_backend`` and ``native_dense`` choose the lowerings (kokoro_ext.frontend).
+    ``lstm_backend`` chooses the LSTM's lowering (kokoro_ext.frontend), ``native_dense``
+    whether the pipeline dispatches the GEMM-shaped ops to the native kernels
+    (kokoro_ext.schedule.relax_pipeline).
     """
     seconds = {}
     start = time.perf_counter()
@@ -44,15 +46,17 @@ def compile_module(
         program = torch.export.export(module.eval(), tuple(example))
     seconds["export"] = time.perf_counter() - start
     start = time.perf_counter()
-    converters = custom_convert_map(lstm_backend, native_dense)
+    converters = custom_convert_map(lstm_backend)
     mod = from_exported_program(program, custom_convert_map=converters)
     seconds["import"] = time.perf_counter() - start
     ir_lines = len(mod.script().splitlines())
     start = time.perf_counter()
     target = tvm.target.Target(target)
     # tvm.compile's "default" Relax pipeline is the target-specific one only for GPUs; for
-    # llvm it skips operator fusion.  Ours is the CPU pipeline plus inlining (schedule.py).
-    executable = tvm.compile(mod, target=target, relax_pipeline=relax_pipeline(target))
+    # llvm it skips operator fusion.  Ours is the CPU pipeline plus the native kernels'
+    # dispatch and inlining (schedule.py).
+    pipeline = relax_pipeline(target, native_dense)
+    executable = tvm.compile(mod, target=target, relax_pipeline=pipeline)
     seconds["compile"] = time.perf_counter() - start
     return CompiledModule(executable, ir_lines, seconds)
 

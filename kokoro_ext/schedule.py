@@ -1,4 +1,10 @@
-"""The Relax pipeline our stages compile with: TVM's CPU pipeline plus two schedule rules.
+"""The Relax pipeline our stages compile with: TVM's CPU pipeline plus our library dispatch
+and two schedule rules.
+
+In the library dispatch slot, before legalization, ``DispatchNativeKernels`` sends the
+GEMM-shaped ops to the native kernels (kokoro_ext.dispatch), static or symbolic shapes
+alike, and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
+Winograd (kokoro_ext.frontend.winograd).
 
 TVM 0.27's CPU pipeline (relax.backend.cpu_generic) fuses operators (FuseOps/FuseTIR) but
 applies no schedule to the fused functions: each op in a fused function stays its own
@@ -27,6 +33,7 @@ from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize as _get_
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from tvm.target.codegen import target_has_features
 
+from kokoro_ext.dispatch import DispatchNativeKernels
 from kokoro_ext.frontend.winograd import winograd_conv1d
 
 
@@ -184,19 +191,26 @@ def schedule_in_turn(*rules: CPUScheduleRule) -> tvm.transform.Pass:
     return _pass
 
 
-def relax_pipeline(target: tvm.target.Target) -> tvm.transform.Pass:
-    """cpu_generic's passes with our schedule rules applied after operator fusion.
+def library_dispatch_passes(
+    target: tvm.target.Target, native_dense: bool = True
+) -> list[tvm.transform.Pass]:
+    """cpu_generic's library dispatch passes, after ours when ``native_dense``: the native
+    kernels first, then Winograd on the convolutions that dispatch sent to them (its
+    weights are the constants the importer bound)."""
+    ours = [DispatchNativeKernels(), winograd_conv1d] if native_dense else []
+    return ours + cpu_generic.library_dispatch_passes(target)
 
-    Before them, ``winograd_conv1d`` picks the Winograd kernel for the native
-    convolutions it pays for (kokoro_ext.frontend.winograd).
-    """
+
+def relax_pipeline(target: tvm.target.Target, native_dense: bool = True) -> tvm.transform.Pass:
+    """cpu_generic's passes with our library dispatch (``native_dense``: whether the GEMM-shaped
+    ops go to the native kernels or keep TVM's lowering) and our schedule rules applied after
+    operator fusion."""
 
     @tvm.transform.module_pass(opt_level=0)
     def _pipeline(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         with target:
             passes = (
-                [winograd_conv1d]
-                + cpu_generic.library_dispatch_passes(target)
+                library_dispatch_passes(target, native_dense)
                 + cpu_generic.legalize_passes(target)
                 + [schedule_in_turn(InlineElementwise(), VectorizeReduction())]
                 + cpu_generic.dataflow_lower_passes(target)

@@ -1,9 +1,10 @@
 """The native GEMM kernels (conv1d, Winograd conv1d, conv1d_transpose, addmm, bmm) against
 PyTorch, through import.
 
-Each case is exported, imported with our converters and compiled; the IR must call the
-native kernel (so a silent fallback fails the test) unless the case is one the kernels do
-not take (grouped convolution), which must keep TVM's own lowering and stay correct.
+Each case is exported, imported and compiled with the project's pipeline; the IR after its
+library dispatch must call the native kernel (so a silent fallback fails the test) unless
+the case is one the kernels do not take (grouped convolution), which must keep TVM's own
+lowering and stay correct.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import tvm
 import tvm_ffi
 from torch import nn
 from tvm.relax.frontend.torch import from_exported_program
@@ -18,18 +20,21 @@ from tvm.relax.frontend.torch import from_exported_program
 from kokoro_ext import native
 from kokoro_ext.compiler import StageRunner, compile_module
 from kokoro_ext.frontend import custom_convert_map
-from kokoro_ext.frontend.winograd import winograd_conv1d
+from kokoro_ext.schedule import library_dispatch_passes
+
+LLVM = tvm.target.Target({"kind": "llvm"})
 
 
 def compiled_matches_torch(module: nn.Module, *args: torch.Tensor) -> str:
-    """Compile ``module`` with the native dense converters, check it, return its Relax IR
-    after the Winograd pass."""
+    """Compile ``module``, check it, return its Relax IR after library dispatch (the native
+    kernels, then Winograd)."""
     module = module.eval()
     with torch.no_grad():
         want = module(*args)
         program = torch.export.export(module, args)
     mod = from_exported_program(program, custom_convert_map=custom_convert_map())
-    ir = winograd_conv1d(mod).script()
+    with LLVM:
+        ir = tvm.transform.Sequential(library_dispatch_passes(LLVM))(mod).script()
     (got,) = StageRunner(compile_module(module, args).executable)(*args)
     assert got.shape == tuple(want.shape)
     assert np.abs(got - want.numpy()).max() <= 1e-4 * max(1.0, float(want.abs().max()))

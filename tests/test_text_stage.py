@@ -13,6 +13,9 @@ from kokoro_ext import native
 from kokoro_ext.export.text_stage import TextStage, durations_from_logits
 from kokoro_ext.frontend import LSTM_BACKENDS, custom_convert_map
 from kokoro_ext.model import build_model, random_voice, small_config
+from kokoro_ext.schedule import relax_pipeline
+
+LLVM = tvm.target.Target({"kind": "llvm"})
 
 TOKENS = [0, 50, 83, 54, 57, 16, 65, 57, 0]
 
@@ -66,7 +69,9 @@ def test_compiled_stage_matches_eager(model, bucket, backend):
     ids, lengths = padded(bucket), torch.tensor([n])
     ep = torch.export.export(stage, (ids, lengths, style))
     mod = from_exported_program(ep, custom_convert_map=custom_convert_map(backend))
-    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    # the project's pipeline: the convolutions and products go to the native kernels
+    executable = tvm.compile(mod, target=LLVM, relax_pipeline=relax_pipeline(LLVM))
+    vm = relax.VirtualMachine(executable, tvm.cpu())
     out = vm["main"](*[tvm.runtime.tensor(t.numpy()) for t in (ids, lengths, style)])
     with torch.no_grad():
         want = stage(ids, lengths, style)

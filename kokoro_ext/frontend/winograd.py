@@ -1,8 +1,9 @@
 """Winograd for the long stride-1 convolutions: a Relax pass over the imported module.
 
-The importer binds the weights as constants only when it finishes (BindParams), so the
-choice is made afterwards: a ``kokoro_ext.conv1d`` call with stride 1 and a constant
-filter, for a shape where the native library says Winograd pays, becomes
+It runs in the pipeline right after kokoro_ext.dispatch.DispatchNativeKernels, on the
+imported module (the importer binds the weights as constants when it finishes): a
+``kokoro_ext.conv1d`` call with stride 1, a constant filter and a static output length,
+for a shape where the native library says Winograd pays, becomes
 ``kokoro_ext.conv1d_winograd`` (cpp/src/winograd.cc) on the filter transformed here,
 once, the way TVM's conv2d_winograd_without_weight_transform takes a pre-transformed
 weight.
@@ -16,8 +17,7 @@ import tvm_ffi
 from tvm import relax
 
 from kokoro_ext import native
-
-from .dense import NATIVE_CONV1D
+from kokoro_ext.dispatch import NATIVE_CONV1D
 
 NATIVE_CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"
 _CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
@@ -47,7 +47,10 @@ def _winograd_call(call: relax.Call) -> relax.Call | None:
         return None
     # Shapes from the types: the weights are copied out only for a filter that is transformed.
     c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
-    t_out = int(call.ty_args[0].shape.values[2])
+    t_out = call.ty_args[0].shape.values[2]
+    if not isinstance(t_out, tvm.tirx.IntImm):
+        return None  # a symbolic length: whether Winograd pays is not known here
+    t_out = int(t_out)
     if not tvm_ffi.get_global_func("kokoro_ext.winograd_pays")(c_in, c_out, taps, dilation, t_out):
         return None
     options = relax.ShapeExpr([padding, dilation, taps])
