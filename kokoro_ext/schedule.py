@@ -21,7 +21,11 @@ vectorize a float sum by itself (that would reorder the adds), so each was a ser
 of scalar adds.  The rule splits the axis into vector lanes of partial results (rfactor)
 and runs the outer axes in parallel: masked sum + variance over [1, 128, 30721] drop from
 14 ms to 1.8 ms (memory-bound now), the decoder's statistics from ~0.4 s to 0.07 s at 128
-frames; the lane-wise partial sums are also closer to the exact sums.
+frames; the lane-wise partial sums are also closer to the exact sums.  A symbolic
+length (torch.export Dim) is split the same way: the loop over whole vectors is marked
+``pragma_loop_partition_hint`` so that the lowering's LoopPartition pass peels the last,
+partial vector off it symbolically (the loop_partition primitive needs a static extent),
+leaving an unpredicated vector loop and a guarded scalar tail.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from tvm.target.codegen import target_has_features
 
 from kokoro_ext.dispatch import DispatchNativeKernels
-from kokoro_ext.frontend.winograd import winograd_conv1d
+from kokoro_ext.frontend.winograd import length_bounds, winograd_conv1d
 
 
 class InlineElementwise(CPUScheduleRule):
@@ -128,8 +132,10 @@ def _innermost_reduction_lanes(
         return 0
     lanes = _vector_lanes(target, dtype.bits)
     extent = sch.get(loops[-1]).extent
-    if not isinstance(extent, tirx.IntImm) or extent.value < lanes:
-        return 0  # a dynamic length, or too short for vectors to pay off
+    if isinstance(extent, tirx.IntImm) and extent.value < lanes:
+        return 0  # too short for vectors to pay off
+    if not isinstance(extent, tirx.IntImm) and _upper_bound(sch, extent) < lanes:
+        return 0  # a symbolic length that is never long enough
     # k must be the last index, with stride 1, of whatever it indexes (no gathers)
     for read in stmt.reads:
         *outer, last = read.region
@@ -140,13 +146,21 @@ def _innermost_reduction_lanes(
     return lanes
 
 
+def _upper_bound(sch: s_tir.Schedule, expr: tirx.PrimExpr) -> float:
+    """The largest value of ``expr`` given the function's ``tir_var_upper_bound`` attr
+    (what torch.export's Dim max becomes); infinity where that does not bound it."""
+    attrs = sch.mod["main"].attrs or {}
+    _, longest = length_bounds(expr, None, attrs.get("tir_var_upper_bound"))
+    return float("inf") if longest is None else longest
+
+
 def _uses(expr: tirx.PrimExpr, var: tirx.Var) -> bool:
     return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr))
 
 
 def _vectorize_reduction(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, lanes: int) -> None:
     *spatial, k = sch.get_loops(block)
-    extent = sch.get(k).extent.value
+    extent = sch.get(k).extent
     if len(spatial) > 1:
         sch.fuse(*spatial)
     sch.split(k, factors=[None, lanes])
@@ -158,10 +172,15 @@ def _vectorize_reduction(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, la
     sch.reverse_compute_at(block, outer)
     sch.vectorize(ki)
     sch.decompose_reduction(rf, ko)
-    if extent % lanes:
-        # The split's predicate (k < extent) would scalarize the vector loop: peel the
-        # last iteration, so the simplifier proves it true in the main loop.
-        sch.loop_partition(ko, factors=[extent // lanes, None])
+    # The split's predicate (k < extent) would scalarize the vector loop: peel the last
+    # iteration, so that the main loop has no predicate.
+    if not isinstance(extent, tirx.IntImm):
+        # A symbolic length: the loop_partition primitive needs a static extent, so ask
+        # the lowering's LoopPartition pass to do it, which solves the predicate for ko
+        # symbolically: a vector loop over extent // lanes, then a scalar guarded tail.
+        sch.annotate(ko, "pragma_loop_partition_hint", 1)
+    elif extent.value % lanes:
+        sch.loop_partition(ko, factors=[extent.value // lanes, None])
 
 
 def schedule_in_turn(*rules: CPUScheduleRule) -> tvm.transform.Pass:
