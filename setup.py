@@ -94,6 +94,7 @@ setup(
         "torch>=2.4",
         "kokoro==0.9.4",
         "numpy",
+        "onnx",  # kokoro_ext.model.onnx_import: the real weights come as an ONNX export
         "scipy-openblas32>=0.3.27",
     ],
     extras_require={

@@ -149,6 +149,8 @@ def main() -> None:
             for flag in ("config", "weights", "voice"):
                 if getattr(args, flag):
                     build_args += [f"--{flag}", str(getattr(args, flag))]
+            if not args.weights:
+                build_args += ["--random-weights"]  # the same random model as above
             build(parse_args(build_args))
         synth = Synthesizer(tvm_dir)
         stage_timer = StageTimer(synth._stage)

@@ -35,7 +35,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = args.out
     if not args.reuse:
-        build(parse_args(["--tokens", args.tokens, "--frames", args.frames, "--out", out]))
+        build(parse_args(["--tokens", args.tokens, "--frames", args.frames, "--out", out, "--random-weights"]))
     synth = Synthesizer(out)
     print(f"\n{'stage':<10} {'bucket':>6} {'IR lines':>9} {'export s':>9} {'import s':>9} "
           f"{'compile s':>9}")

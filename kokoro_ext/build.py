@@ -1,7 +1,9 @@
 """Build the compiled stages: ``python -m kokoro_ext.build --target llvm [options]``.
 
 Compiles every stage (kokoro_ext.stages) for each token and frame bucket and writes the
-libraries, the config, the default voice and a manifest to ``--out``.  The directory is
+libraries, the config, the default voice and a manifest to ``--out``.  The weights are
+the real Kokoro-82M v1.0 that ``python -m kokoro_ext.fetch`` downloaded, unless
+``--weights FILE`` or ``--random-weights`` says otherwise.  The directory is
 replaced only when the whole build succeeded.
 """
 
@@ -23,10 +25,12 @@ from typing import Any
 import numpy as np
 
 import kokoro_ext
-from kokoro_ext import artifacts, environment
+from kokoro_ext import artifacts, cache, environment
+from kokoro_ext.cache import DEFAULT_VOICE
 from kokoro_ext.compiler import compile_module
 from kokoro_ext.frontend import LSTM_BACKENDS
-from kokoro_ext.model import build_model, load_config, load_voice, random_voice
+from kokoro_ext.model import build_model, load_config, load_voice, random_voice, resolve_voice
+from kokoro_ext.model.voices import is_voice_name
 from kokoro_ext.stages import STAGES, Geometry
 from kokoro_ext.target import instruction_features, parse_target, target_features
 
@@ -70,15 +74,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--config", type=Path, help="Kokoro config.json (default: the shipped Kokoro-82M)"
     )
-    parser.add_argument("--weights", type=Path, help="kokoro-v1_0.pth style checkpoint")
+    weights = parser.add_mutually_exclusive_group()
+    weights.add_argument(
+        "--weights",
+        type=Path,
+        help="kokoro-v1_0.pth checkpoint or kokoro-v1.0 ONNX export (.onnx, int8 or float32); "
+        "default: the Kokoro-82M v1.0 int8 model `python -m kokoro_ext.fetch` downloaded",
+    )
+    weights.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="deterministic random weights and voice (--seed) instead: noise, not speech "
+        "(for tests and other configs)",
+    )
     parser.add_argument(
-        "--voice", type=Path, help="voice pack .pt [510, 1, 256] (default voice of the build)"
+        "--voice",
+        help=f"default voice of the build: a name ({DEFAULT_VOICE}, ...) or a .bin/.npy/.pt "
+        f"voice pack [510, 1, 256] (default: {DEFAULT_VOICE}; random with --random-weights)",
     )
     parser.add_argument(
         "--seed",
         type=int,
         default=0,
-        help="seed of the random weights/voice without --weights/--voice",
+        help="seed of the random weights/voice with --random-weights",
     )
     parser.add_argument(
         "--jobs",
@@ -96,23 +114,47 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _source(path: Path | None, seed: int) -> dict[str, Any]:
+def _source(path: Path | None, seed: int, name: str | None = None) -> dict[str, Any]:
     if path is None:
         return {"random_seed": seed}
-    return {"path": str(path), "sha256": artifacts.sha256(path)}
+    source = {"path": str(path), "sha256": artifacts.sha256(path)}
+    return {"name": name, **source} if name else source
+
+
+def resolve_sources(args: argparse.Namespace) -> tuple[Path | None, Path | None, str | None]:
+    """(weights file, voice file, voice name) of a build: None for random ones.
+
+    Without --weights the fetched Kokoro-82M model (ValueError saying how to fetch it if
+    it is missing); without --voice the fetched af_heart, or a random voice with
+    --random-weights.
+    """
+    if args.random_weights:
+        weights = None
+    else:
+        weights = args.weights if args.weights is not None else cache.default_weights()
+    spec = args.voice
+    if spec is None and weights is None:
+        return None, None, None
+    spec = spec or DEFAULT_VOICE
+    name = spec if is_voice_name(spec) and not Path(spec).is_file() else None
+    return weights, resolve_voice(spec), name
 
 
 def build(args: argparse.Namespace, log=print) -> Path:
     """Run the build described by ``args``; returns the artifacts directory."""
     target = parse_target(args.target)
     config = load_config(args.config)
-    model = build_model(config, weights=args.weights, seed=args.seed)
-    voice = load_voice(args.voice) if args.voice else random_voice(args.seed)
-    if args.weights is None:
+    weights, voice_file, voice_name = resolve_sources(args)
+    if weights is None:
         log(
-            "note: no --weights given: building Kokoro with deterministic RANDOM weights "
+            "note: --random-weights: building Kokoro with deterministic RANDOM weights "
             f"(seed {args.seed}); the result is noise, not speech"
         )
+    else:
+        log(f"weights: {weights}")
+    model = build_model(config, weights=weights, seed=args.seed)
+    voice = load_voice(voice_file) if voice_file else random_voice(args.seed)
+    log(f"default voice: {voice_name or voice_file or f'random (seed {args.seed})'}")
     log(f"target: {json.dumps(target)}")
     # Biggest first, so that the last job to finish is a short one.
     jobs = sorted(
@@ -135,7 +177,7 @@ def build(args: argparse.Namespace, log=print) -> Path:
         started = time.perf_counter()
         options = (target, args.lstm_backend, args.dense, staging)
         workers = max(1, min(args.jobs, len(jobs)))
-        source = (config, args.weights, args.seed)
+        source = (config, weights, args.seed)
         for i, entry in enumerate(_run_jobs(jobs, model, source, options, workers), 1):
             stages[f"{entry['stage']}-{entry['bucket']}"] = entry
             took = " ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items())
@@ -161,8 +203,8 @@ def build(args: argparse.Namespace, log=print) -> Path:
                 "buckets": {"tokens": args.tokens, "frames": args.frames},
                 "geometry": Geometry.from_model(model).__dict__,
                 "config_sha256": artifacts.sha256(staging / artifacts.CONFIG),
-                "weights": _source(args.weights, args.seed),
-                "voice": _source(args.voice, args.seed),
+                "weights": _source(weights, args.seed),
+                "voice": _source(voice_file, args.seed, voice_name),
                 "voice_sha256": artifacts.sha256(staging / artifacts.VOICE),
                 "stages": stages,
                 "build_seconds": round(time.perf_counter() - started, 1),

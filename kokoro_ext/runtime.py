@@ -17,8 +17,7 @@ import tvm
 
 from kokoro_ext import artifacts, environment
 from kokoro_ext.compiler import StageRunner
-from kokoro_ext.model import load_voice
-from kokoro_ext.model.checkpoint import VOICE_SHAPE
+from kokoro_ext.model.voices import VOICE_SHAPE, load_voice_array
 from kokoro_ext.pipeline import BucketOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.stages import Geometry
 from kokoro_ext.target import check_runs_here
@@ -257,7 +256,8 @@ class Synthesizer:
     ) -> Trace:
         """Kokoro phonemes (one chunk) -> Trace (audio, durations, buckets and stage outputs).
 
-        ``voice``: a voice pack path (.pt or .npy) or array [510, 1, 256]; the build's
+        ``voice``: a voice pack file (.bin, .npy or .pt), the name of a fetched voice
+        (``af_heart``: kokoro_ext.model.voices) or an array [510, 1, 256]; the build's
         voice by default.  ``seed`` fixes the harmonic source noise (kokoro's draws after
         manual_seed(seed)).  Raises BucketOverflow (a ValueError) if the phonemes do not
         fit the largest buckets; ``stream`` splits such input instead.
@@ -270,15 +270,9 @@ class Synthesizer:
             return self.voice
         if isinstance(voice, (np.ndarray, torch.Tensor)):
             return check_voice_pack(np.asarray(voice), "array")
-        path = Path(voice)
-        if path.suffix == ".npy":
-            try:
-                pack = np.load(path)
-            except (OSError, ValueError) as err:
-                raise ValueError(f"cannot read voice pack {path}: {err}") from err
-        else:
-            pack = load_voice(path).numpy()
-        return check_voice_pack(pack, str(path))  # the same checks (finite too) for every source
+        # a file (.bin, .npy, .pt) or the name of a fetched voice (af_heart)
+        pack = load_voice_array(voice)
+        return check_voice_pack(pack, str(voice))  # the same checks (finite too) for every source
 
     def _run(self, phonemes: str, voice: np.ndarray, speed: float, seed: int) -> Trace:
         ids = phonemes_to_ids(phonemes, self.vocab)

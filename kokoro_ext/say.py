@@ -1,4 +1,8 @@
-"""``python -m kokoro_ext.say "Hello world" -o hello.wav [--voice V] [--speed S] [--stream]``.
+"""``python -m kokoro_ext.say "Hello world" -o hello.wav [--voice NAME] [--speed S] [--stream]``.
+
+``--voice`` takes any of the 54 Kokoro v1.0 voices by name (``--list-voices``; they are
+fetched once into the cache by ``python -m kokoro_ext.fetch``, not copied into builds) or
+a voice pack file.
 
 Text comes from the argument, from a file (``-f FILE``) or from stdin (text ``-``), and
 may be a whole document: it is synthesized in chunks (Synthesizer.stream).  With
@@ -17,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kokoro_ext.cache import FETCH_HINT, voices_dir
+from kokoro_ext.model.voices import list_voices
 from kokoro_ext.pipeline import NonFiniteOutput
 from kokoro_ext.runtime import SAMPLE_RATE, Synthesizer, join
 
@@ -63,7 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, default=Path("out.wav"))
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts"))
     parser.add_argument(
-        "--voice", type=Path, help="voice pack .pt or .npy (default: the build's voice)"
+        "--voice",
+        help="a voice name (af_heart, am_michael, ...: see --list-voices) or a voice pack "
+        "file .bin/.npy/.pt (default: the build's voice)",
+    )
+    parser.add_argument(
+        "--list-voices", action="store_true", help="list the voices `--voice NAME` takes and exit"
     )
     parser.add_argument("--speed", type=float, default=1.0)
     parser.add_argument(
@@ -73,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--stream", action="store_true", help="append each chunk to the WAV file as it is ready"
     )
     args = parser.parse_args(argv)
+    if args.list_voices:
+        return _list_voices()
     start = time.perf_counter()
     try:
         text = read_text(args.text, args.file)
@@ -91,6 +104,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     took = time.perf_counter() - start
     print(f"wrote {args.output}: {seconds:.2f} s of audio in {took:.2f} s")
+    return 0
+
+
+LANGUAGES = (
+    "a American English, b British English, e Spanish, f French, h Hindi, i Italian, "
+    "j Japanese, p Brazilian Portuguese, z Mandarin"
+)
+
+
+def _list_voices() -> int:
+    names = list_voices()
+    if not names:
+        print(f"error: no voices in {voices_dir()}; {FETCH_HINT}", file=sys.stderr)
+        return 2
+    print(f"{len(names)} voices in {voices_dir()}; the first letter is the voice's language "
+          f"({LANGUAGES}), the second f or m; the text is always read as English:")
+    for prefix in sorted({n.split('_')[0] for n in names}):
+        print(f"  {prefix}: " + " ".join(n for n in names if n.startswith(prefix + "_")))
     return 0
 
 

@@ -28,6 +28,7 @@ def build_small(root: Path, log=print, jobs: int | None = None) -> Path:
             ",".join(map(str, TOKENS)),
             "--frames",
             ",".join(map(str, FRAMES)),
+            "--random-weights",
         ]
         + (["--jobs", str(jobs)] if jobs else [])
     )

@@ -97,7 +97,7 @@ def test_voice_files_are_checked(synth, tmp_path):
     pt, npy = tmp_path / "bad.pt", tmp_path / "bad.npy"
     torch.save(torch.zeros(510, 256), pt)
     np.save(npy, np.zeros((510, 256), np.float32))
-    with pytest.raises(ValueError, match=r"shape \(510, 1, 256\)"):
+    with pytest.raises(ValueError, match=r"bad.pt must have shape \[510, 1, 256\]"):
         synth.synthesize_phonemes(PHONEMES, voice=pt)
     with pytest.raises(ValueError, match=r"bad.npy must have shape \[510, 1, 256\]"):
         synth.synthesize_phonemes(PHONEMES, voice=npy)

@@ -73,7 +73,7 @@ def test_voice_pack_shape_is_checked(tmp_path):
     assert torch.equal(load_voice(good), random_voice(3))
     bad = tmp_path / "bad.pt"
     torch.save(torch.zeros(510, 256), bad)
-    with pytest.raises(ValueError, match=r"shape \(510, 1, 256\), got \(510, 256\)"):
+    with pytest.raises(ValueError, match=r"shape \[510, 1, 256\], got \[510, 256\]"):
         load_voice(bad)
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-VOICE_SHAPE = (510, 1, 256)
+from kokoro_ext.model.voices import VOICE_SHAPE, load_voice_array
+
 _RANDOM_DURATION_BIAS = -3.0
 _PARTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 
@@ -57,13 +58,21 @@ def _load_checkpoint(model: torch.nn.Module, path: Path) -> None:
         module.load_state_dict(state)
 
 
+def _load_onnx(model: torch.nn.Module, path: Path) -> None:
+    from kokoro_ext.model.onnx_import import import_onnx
+
+    imported = import_onnx(path, model)
+    model.load_state_dict(imported.state_dict)
+
+
 def build_model(
     config: dict[str, Any], weights: str | Path | None = None, seed: int = 0
 ) -> torch.nn.Module:
     """A ``kokoro.KModel`` in eval mode for ``config``.
 
-    With ``weights`` (a kokoro-v1_0.pth style checkpoint) its parameters are loaded and
-    checked against the config; without, they are PyTorch's default initialization drawn
+    With ``weights`` (a kokoro-v1_0.pth style checkpoint, or a Kokoro ONNX export, int8
+    or float32: kokoro_ext.model.onnx_import) its parameters are loaded and checked
+    against the config; without, they are PyTorch's default initialization drawn
     from ``torch.manual_seed(seed)``, the same for the same seed and config (a model that
     does not produce speech), with the duration head's bias set so that tokens last a few
     frames, as in a trained model.
@@ -76,7 +85,9 @@ def build_model(
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             model = KModel(repo_id="hexgrad/Kokoro-82M", config=config, model=str(empty))
-    if weights is not None:
+    if weights is not None and Path(weights).suffix == ".onnx":
+        _load_onnx(model, Path(weights))
+    elif weights is not None:
         _load_checkpoint(model, Path(weights))
     else:
         # Untrained, the duration head predicts about max_dur/2 frames per token (25, where
@@ -87,16 +98,10 @@ def build_model(
     return model.eval()
 
 
-def load_voice(path: str | Path) -> torch.Tensor:
-    """A voice pack (.pt, float32 [510, 1, 256]: one style vector per phoneme count)."""
-    try:
-        voice = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise ValueError(f"cannot read voice pack {path}: {err}") from err
-    if not isinstance(voice, torch.Tensor) or tuple(voice.shape) != VOICE_SHAPE:
-        shape = tuple(voice.shape) if isinstance(voice, torch.Tensor) else type(voice).__name__
-        raise ValueError(f"voice pack {path} must be a tensor of shape {VOICE_SHAPE}, got {shape}")
-    return voice.float()
+def load_voice(source: str | Path) -> torch.Tensor:
+    """A voice pack, float32 [510, 1, 256], from a .bin/.npy/.pt file or by name
+    (``af_heart``: see kokoro_ext.model.voices)."""
+    return torch.from_numpy(load_voice_array(source))
 
 
 def random_voice(seed: int = 0) -> torch.Tensor:

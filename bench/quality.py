@@ -1,0 +1,324 @@
+"""Intelligibility and fidelity of the real model: ``python bench/quality.py [--artifacts DIR]``.
+
+On a fixed set of English sentences (SENTENCES: 24, from two words to fourteen,
+statements, questions, instructions, names and numbers spelled out), speaks each with
+
+  tvm       this project's build (``--artifacts``, a build of the real weights);
+  pytorch   kokoro's own ``KModel.forward_with_tokens`` with the same (dequantized)
+            weights, voice, phonemes and harmonic-source noise (kokoro_ext.reference);
+  onnx-int8 the original ``kokoro-v1.0.int8.onnx`` under ONNX Runtime, called as
+            kokoro-onnx 0.6.1 calls it (tokens with the boundary 0s, the voice row
+            ``len(tokens) - 1``, a float speed; 2 intra-op threads);
+  espeak-ng the formant synthesizer, from the text, as a floor;
+
+and transcribes every waveform with pocketsphinx (its bundled US English model; audio
+resampled from 24 kHz, espeak-ng's 22.05 kHz, to 16 kHz).  The three Kokoro engines get
+the same phonemes (this project's offline G2P) and the voice ``--voice`` (af_heart).
+
+Reports the word error rate over the whole set per engine (edits / reference words,
+after lower-casing and dropping punctuation) and the waveform SNR of tvm against
+pytorch, per sentence and over the set (source-phase branch-cut flips resolved as in
+kokoro_ext.validate).  Writes ``quality.json`` (every transcript), ``quality.txt`` (the
+tables) and ``quality.png`` (a chart) to ``--out`` (default bench/results).
+
+Needs: pocketsphinx, onnxruntime, matplotlib (pip) and espeak-ng (apt-get).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+from pathlib import Path
+
+import numpy as np
+import torch
+
+SAMPLE_RATE = 24_000
+ASR_RATE = 16_000
+
+SENTENCES = (
+    "Hello world.",
+    "Good morning, how are you today?",
+    "The quick brown fox jumps over the lazy dog.",
+    "Please close the door when you leave the room.",
+    "It is going to rain this afternoon, so take an umbrella.",
+    "My brother works at a small hospital in the city.",
+    "We should meet again next week to finish the project.",
+    "Can you tell me where the nearest train station is?",
+    "She bought three apples and a loaf of bread at the market.",
+    "The children played in the garden until the sun went down.",
+    "Turn left at the second light and then drive straight ahead.",
+    "I think the meeting was moved to Thursday morning.",
+    "Water boils at one hundred degrees.",
+    "The music was so loud that nobody could hear the phone ring.",
+    "Reading a good book is the best way to spend a quiet evening.",
+    "Our team won the game in the last minute.",
+    "Do not forget to call your mother on her birthday.",
+    "The price of the house went up again this year.",
+    "He opened the window to let some fresh air into the kitchen.",
+    "Thank you very much for your help.",
+    "The doctor said that I need to get more sleep and drink more water.",
+    "There are seven days in a week and twelve months in a year.",
+    "The old man walked slowly along the river with his dog.",
+    "Computers can now translate speech from one language to another in real time.",
+)
+
+
+# -- audio and text helpers -----------------------------------------------------------
+
+
+def resample(audio: np.ndarray, rate: int, target: int = ASR_RATE) -> np.ndarray:
+    """Band-limited resampling by the FFT (the clip is short; edges are quiet)."""
+    if rate == target:
+        return audio.astype(np.float32)
+    n_out = int(round(len(audio) * target / rate))
+    spectrum = np.fft.rfft(audio.astype(np.float64))
+    kept = np.zeros(n_out // 2 + 1, dtype=complex)
+    m = min(len(kept), len(spectrum))
+    kept[:m] = spectrum[:m]
+    return (np.fft.irfft(kept, n_out) * (n_out / len(audio))).astype(np.float32)
+
+
+def read_wav(path: Path) -> tuple[np.ndarray, int]:
+    with wave.open(str(path)) as f:
+        data = np.frombuffer(f.readframes(f.getnframes()), "<i2").astype(np.float32) / 32768
+        return data, f.getframerate()
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words without punctuation (apostrophes inside words kept)."""
+    return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
+
+
+def edit_distance(ref: list[str], hyp: list[str]) -> int:
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        prev, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
+    return row[-1]
+
+
+class Recognizer:
+    """pocketsphinx with its bundled US English acoustic model, dictionary and LM."""
+
+    def __init__(self) -> None:
+        from pocketsphinx import Decoder
+
+        self.decoder = Decoder(samprate=ASR_RATE, loglevel="FATAL")
+
+    def __call__(self, audio: np.ndarray, rate: int) -> str:
+        pcm = (np.clip(resample(audio, rate), -1, 1) * 32767).astype("<i2").tobytes()
+        self.decoder.start_utt()
+        self.decoder.process_raw(pcm, full_utt=True)
+        self.decoder.end_utt()
+        hyp = self.decoder.hyp()
+        return hyp.hypstr if hyp is not None else ""
+
+
+def snr_db(got: np.ndarray, want: np.ndarray) -> float:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    error = np.linalg.norm(got - want)
+    return float("inf") if error == 0 else float(20 * np.log10(np.linalg.norm(want) / error))
+
+
+# -- the engines ----------------------------------------------------------------------
+
+
+def onnx_session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def onnx_int8(session, ids: list[int], voice: np.ndarray, speed: float) -> np.ndarray:
+    """kokoro-onnx 0.6.1's ``_infer``: ids with the boundary 0s, style row n - 1."""
+    tokens = ids[1:-1]
+    style = voice[min(len(tokens), len(voice)) - 1]  # Kokoro._style_for
+    inputs = {
+        "tokens": np.array([[0, *tokens, 0]], dtype=np.int64),
+        "style": np.asarray(style, dtype=np.float32),
+        "speed": np.array([speed], dtype=np.float32),
+    }
+    return np.asarray(session.run(None, inputs)[0], np.float32).ravel()
+
+
+def espeak(text: str, voice: str = "en-us") -> tuple[np.ndarray, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "espeak.wav"
+        subprocess.run(["espeak-ng", "-v", voice, "-w", str(path), text], check=True)
+        return read_wav(path)
+
+
+# -- the bench ------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> dict:
+    from kokoro_ext.cache import default_weights
+    from kokoro_ext.model import build_model, load_voice_array
+    from kokoro_ext.pipeline import voice_style
+    from kokoro_ext.reference import kokoro_synthesize
+    from kokoro_ext.runtime import Synthesizer
+    from kokoro_ext.text import phonemes_to_ids
+
+    torch.set_num_threads(args.threads)
+    synth = Synthesizer(args.artifacts)
+    built_from = synth.manifest["weights"]
+    if "path" not in built_from:
+        raise SystemExit(f"error: {args.artifacts} was built with random weights; build the real model")
+    weights = Path(built_from["path"])
+    onnx_path = args.onnx or default_weights()
+    voice = load_voice_array(args.voice)
+    model = build_model(synth.config, weights=weights)
+    session = onnx_session(onnx_path, args.threads)
+    recognize = Recognizer()
+    have_espeak = shutil.which("espeak-ng") is not None
+    engines = ["tvm", "pytorch", "onnx-int8"] + (["espeak-ng"] if have_espeak else [])
+
+    rows = []
+    for i, text in enumerate(args.sentences):
+        phonemes = synth.phonemize(text)
+        ids = phonemes_to_ids(phonemes, synth.vocab)
+        row = {"text": text, "phonemes": phonemes, "heard": {}, "seconds": {}}
+        started = time.perf_counter()
+        trace = synth.synthesize_phonemes(phonemes, voice=voice, seed=args.seed)
+        row["seconds"]["tvm"] = time.perf_counter() - started
+        style = torch.from_numpy(voice_style(voice, len(ids) - 2))
+        spectrum = torch.from_numpy(trace.stages["source"]["spectrum"])
+        bins = spectrum.shape[1] // 2
+        started = time.perf_counter()
+        reference = kokoro_synthesize(model, ids, style, 1.0, args.seed, phase=spectrum[:, bins:])
+        row["seconds"]["pytorch"] = time.perf_counter() - started
+        started = time.perf_counter()
+        onnx_audio = onnx_int8(session, ids, voice, 1.0)
+        row["seconds"]["onnx-int8"] = time.perf_counter() - started
+        kokoro = reference.audio.numpy().ravel()
+        same_durations = np.array_equal(reference.durations.numpy(), trace.durations)
+        row["snr_db"] = snr_db(trace.audio, kokoro) if same_durations else None
+        row["phase_flips"] = reference.phase_flips
+        audio = {"tvm": (trace.audio, SAMPLE_RATE), "pytorch": (kokoro, SAMPLE_RATE),
+                 "onnx-int8": (onnx_audio, SAMPLE_RATE)}
+        if have_espeak:
+            audio["espeak-ng"] = espeak(text)
+        for engine, (samples, rate) in audio.items():
+            row["heard"][engine] = recognize(samples, rate)
+            if args.keep_wavs:
+                from kokoro_ext.say import write_wav
+
+                args.keep_wavs.mkdir(parents=True, exist_ok=True)
+                write_wav(args.keep_wavs / f"{i:02d}-{engine}.wav", samples, rate)
+        row["errors"] = {
+            e: edit_distance(words(text), words(heard)) for e, heard in row["heard"].items()
+        }
+        rows.append(row)
+        print(f"[{i + 1}/{len(args.sentences)}] {text}", flush=True)
+        for engine in engines:
+            print(f"    {engine:<10} {row['errors'][engine]:>2} err  {row['heard'][engine]}", flush=True)
+    reference_words = sum(len(words(r["text"])) for r in rows)
+    wer = {e: sum(r["errors"][e] for r in rows) / reference_words for e in engines}
+    pairs = [(r["snr_db"], r) for r in rows if r["snr_db"] is not None]
+    return {
+        "artifacts": str(args.artifacts),
+        "weights": str(weights),
+        "onnx": str(onnx_path),
+        "voice": str(args.voice),
+        "seed": args.seed,
+        "threads": args.threads,
+        "target": synth.manifest.get("target"),
+        "engines": engines,
+        "reference_words": reference_words,
+        "wer": wer,
+        "snr_db_min": min((s for s, _ in pairs), default=None),
+        "snr_db_median": float(np.median([s for s, _ in pairs])) if pairs else None,
+        "snr_mismatched_durations": len(rows) - len(pairs),
+        "rows": rows,
+    }
+
+
+def format_tables(result: dict) -> str:
+    engines = result["engines"]
+    lines = [
+        f"quality: {len(result['rows'])} sentences, {result['reference_words']} words, voice "
+        f"{result['voice']}, seed {result['seed']}, pocketsphinx (en-us) at 16 kHz",
+        "",
+        f"{'engine':<10} {'WER':>6} {'errors':>7}",
+    ]
+    for e in engines:
+        errors = sum(r["errors"][e] for r in result["rows"])
+        lines.append(f"{e:<10} {result['wer'][e]:>6.3f} {errors:>7}")
+    lines += [
+        "",
+        f"waveform tvm vs pytorch (same weights, voice, noise): SNR min "
+        f"{result['snr_db_min']:.1f} dB, median {result['snr_db_median']:.1f} dB"
+        + (f"; {result['snr_mismatched_durations']} sentences with other durations"
+           if result["snr_mismatched_durations"] else ""),
+        "",
+        f"{'#':>2} {'SNR dB':>7} " + " ".join(f"{e:>9}" for e in engines) + "  sentence",
+    ]
+    for i, r in enumerate(result["rows"]):
+        snr = f"{r['snr_db']:.1f}" if r["snr_db"] is not None else "-"
+        lines.append(
+            f"{i:>2} {snr:>7} " + " ".join(f"{r['errors'][e]:>9}" for e in engines) + f"  {r['text']}"
+        )
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    engines = result["engines"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 2]})
+    bars = left.bar(engines, [result["wer"][e] for e in engines], color=["C0", "C1", "C2", "C7"][: len(engines)])
+    left.bar_label(bars, fmt="%.3f")
+    left.set_ylabel("word error rate (pocketsphinx)")
+    left.set_title(f"WER, {len(result['rows'])} sentences")
+    snrs = [r["snr_db"] if r["snr_db"] is not None else np.nan for r in result["rows"]]
+    right.bar(range(len(snrs)), snrs, color="C0")
+    right.axhline(40, color="k", linestyle="--", linewidth=1, label="40 dB")
+    right.set_xlabel("sentence")
+    right.set_ylabel("SNR of tvm vs pytorch (dB)")
+    right.set_title("waveform fidelity, same weights and noise")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--artifacts", type=Path, default=Path("artifacts"), help="a build of the real model")
+    parser.add_argument("--onnx", type=Path, help="the int8 ONNX model (default: the fetched one)")
+    parser.add_argument("--voice", default="af_heart")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--first", type=int, help="only the first N sentences (a quick look)")
+    parser.add_argument("--keep-wavs", type=Path, help="also write every waveform here")
+    args = parser.parse_args(argv)
+    args.sentences = SENTENCES[: args.first] if args.first else SENTENCES
+    result = run(args)
+    table = format_tables(result)
+    print()
+    print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "quality.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    (args.out / "quality.txt").write_text(table + "\n")
+    plot(result, args.out / "quality.png")
+    print(f"\nwrote {args.out / 'quality.txt'}, quality.json, quality.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
