@@ -13,6 +13,7 @@ from tvm_trees import (
     APPLY_SH,
     PATCH_DIR,
     REPO,
+    forward_patches,
     patch_files,
     patch_header,
     run_apply,
@@ -22,7 +23,8 @@ from tvm_trees import (
 )
 
 SERIES = series_patches(PATCH_DIR / "series")
-FORWARD = [p for p in SERIES if not patch_header(p, "Upstream-Status").startswith("Fixed")]
+FORWARD = forward_patches()
+# Fixed upstream at or below the pin ("Applied-Upstream: v0.24.0, <url>"): reported, skipped.
 BACKPORTS = [p for p in SERIES if p not in FORWARD]
 
 
@@ -110,7 +112,7 @@ def test_backports_are_reported_fixed_upstream(small_wheel):
     result = run_apply("--check", python=python)
     assert BACKPORTS, "the series should list the backports it carries"
     for patch in BACKPORTS:
-        fixed_in = patch_header(patch, "Upstream-Status").split()[1].lstrip("v").rstrip(",")
+        fixed_in = patch_header(patch, "Applied-Upstream").split(",")[0].lstrip("v")
         assert state_of(result.stdout, patch) == f"fixed upstream in {fixed_in}"
 
 
@@ -131,10 +133,15 @@ def test_revert_restores_the_original_files(small_wheel):
 
 def test_a_failing_patch_leaves_the_tree_untouched(small_wheel):
     site, python = small_wheel
-    # Break a file only the last forward patch edits; the earlier ones still apply.
-    last = FORWARD[-1]
-    edited = [site / f[len("python/") :] for f in patch_files(last) if f.startswith("python/")]
-    victim = next(path for path in edited if path.exists())
+    # Break a file that only one patch edits (the latest such patch); the others still apply.
+    def own_files(patch):
+        others = {f for p in FORWARD if p != patch for f in patch_files(p)}
+        mine = [f for f in patch_files(patch) if f.startswith("python/") and f not in others]
+        paths = [site / f[len("python/") :] for f in mine]
+        return [path for path in paths if path.exists()]
+
+    last = next(p for p in reversed(FORWARD) if own_files(p))
+    victim = own_files(last)[0]
     victim.write_text("# not the file the patch expects\n")
     before = snapshot(site)
     result = run_apply(python=python)
@@ -171,7 +178,11 @@ CXX_PATCH = """\
 From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
 Subject: [PATCH] [Test] A native change
 
-Upstream-Status: Pending
+A change to TVM's C++ sources.
+
+Origin: vendor, kokoro-tvm-ext
+Forwarded: no
+Last-Update: 2026-11-23
 ---
 diff --git a/src/kokoro_test.cc b/src/kokoro_test.cc
 new file mode 100644
@@ -268,3 +279,80 @@ def test_not_a_tvm_checkout_is_refused(tmp_path):
     result = run_apply("--source", str(tmp_path))
     assert result.returncode == 2
     assert "is not a TVM source checkout" in result.stderr
+
+
+def _demo_patch(old: str, new: str) -> str:
+    return (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "Subject: [PATCH] [Test] Demo\n\nA demo change.\n---\n"
+        "diff --git a/python/tvm/kokoro_demo.py b/python/tvm/kokoro_demo.py\n"
+        "--- a/python/tvm/kokoro_demo.py\n+++ b/python/tvm/kokoro_demo.py\n"
+        f"@@ -1 +1 @@\n-{old}\n+{new}\n"
+    )
+
+
+def test_a_tree_with_an_older_version_of_a_patch_is_updated_and_reverted(tmp_path, small_wheel):
+    """A wheel patched before a patch was changed: apply.sh finds that version in git history."""
+    site, python = small_wheel
+    demo = site / "tvm" / "kokoro_demo.py"
+    demo.write_text("a = 1\n")
+    original = contents(snapshot(site))
+    project = tmp_path / "project"
+    (project / "upstream").mkdir(parents=True)
+    shutil.copy2(APPLY_SH, project / "upstream" / "apply.sh")
+    (project / "tvm_patches").mkdir()
+    (project / "tvm_patches" / "series").write_text(
+        f"# versions: {pinned_wheel_version()}\n0001-demo.patch\n"
+    )
+    patch = project / "tvm_patches" / "0001-demo.patch"
+    patch.write_text(_demo_patch("a = 1", "a = 2"))
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "first version of the patch")
+    apply_sh = project / "upstream" / "apply.sh"
+    assert run_apply(python=python, apply_sh=apply_sh).returncode == 0
+    assert demo.read_text() == "a = 2\n"
+
+    patch.write_text(_demo_patch("a = 1", "a = 3"))  # the patch changes, not yet committed
+    check = run_apply("--check", python=python, apply_sh=apply_sh)
+    assert check.returncode == 1
+    assert "older version applied" in check.stdout
+    assert demo.read_text() == "a = 2\n"
+
+    update = run_apply(python=python, apply_sh=apply_sh)
+    assert update.returncode == 0, update.stdout + update.stderr
+    assert "updated from" in update.stdout
+    assert demo.read_text() == "a = 3\n"
+    again = run_apply(python=python, apply_sh=apply_sh)
+    assert "nothing to do" in again.stdout
+
+    # Committed, and the tree back at the first version: revert still finds it.
+    _git(project, "commit", "-qam", "second version")
+    demo.write_text("a = 2\n")
+    revert = run_apply("--revert", python=python, apply_sh=apply_sh)
+    assert revert.returncode == 0, revert.stdout + revert.stderr
+    assert "reverted (version" in revert.stdout
+    assert contents(snapshot(site)) == original
+
+
+def test_a_foreign_change_is_still_refused(tmp_path, small_wheel):
+    """Only versions from the history count: any other edit still DOES NOT APPLY."""
+    site, python = small_wheel
+    demo = site / "tvm" / "kokoro_demo.py"
+    demo.write_text("a = 5\n")
+    project = tmp_path / "project"
+    (project / "upstream").mkdir(parents=True)
+    shutil.copy2(APPLY_SH, project / "upstream" / "apply.sh")
+    (project / "tvm_patches").mkdir()
+    (project / "tvm_patches" / "series").write_text(
+        f"# versions: {pinned_wheel_version()}\n0001-demo.patch\n"
+    )
+    (project / "tvm_patches" / "0001-demo.patch").write_text(_demo_patch("a = 1", "a = 2"))
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "the patch")
+    (project / "tvm_patches" / "0001-demo.patch").write_text(_demo_patch("a = 1", "a = 3"))
+    result = run_apply(python=python, apply_sh=project / "upstream" / "apply.sh")
+    assert result.returncode == 1
+    assert "DOES NOT APPLY" in result.stdout
+    assert demo.read_text() == "a = 5\n"

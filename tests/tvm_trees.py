@@ -78,11 +78,36 @@ def series_patches(series: Path) -> list[Path]:
 
 
 def patch_header(patch: Path, field: str) -> str | None:
-    """The value of a DEP-3 style header line (``Upstream-Status:`` ...) in a patch."""
+    """The value of a DEP-3 field (``Origin:``, ``Applied-Upstream:`` ...) in a patch."""
     for line in patch.read_text().splitlines():
         if line.startswith(f"{field}: "):
             return line.split(": ", 1)[1]
     return None
+
+
+def pinned_version() -> tuple[int, ...]:
+    """The TVM release the series is for (TVM_SOURCE_TAG in upstream/tvm.pin)."""
+    for line in (REPO / "upstream" / "tvm.pin").read_text().splitlines():
+        if line.startswith("TVM_SOURCE_TAG="):
+            return tuple(int(x) for x in line.split("=", 1)[1].lstrip("v").split("."))
+    raise AssertionError("upstream/tvm.pin has no TVM_SOURCE_TAG")
+
+
+def fixed_upstream_in(patch: Path) -> tuple[int, ...] | None:
+    """The release of a DEP-3 ``Applied-Upstream: v0.24.0, <url>`` header, if any."""
+    value = patch_header(patch, "Applied-Upstream")
+    if value is None:
+        return None
+    return tuple(int(x) for x in value.split(",")[0].strip().lstrip("v").split("."))
+
+
+def forward_patches() -> list[Path]:
+    """The patches of tvm_patches/series that the pinned release still needs."""
+    return [
+        p
+        for p in series_patches(PATCH_DIR / "series")
+        if fixed_upstream_in(p) is None or fixed_upstream_in(p) > pinned_version()
+    ]
 
 
 def patch_files(patch: Path) -> list[str]:

@@ -20,7 +20,10 @@
 # Every patch is first checked on a scratch copy of the files it touches, in series
 # order; the target is written only when all of them succeed, so a failing patch never
 # leaves a half-applied tree.  Running it again reports "already applied" and writes
-# nothing.
+# nothing.  A patch whose "Applied-Upstream: vX.Y.Z, ..." header names a release at or
+# below the target's version is reported as fixed upstream and skipped.  A target that
+# carries an older version of a patch (one committed earlier in this repository's git
+# history) is updated: that version is reverted and the current one applied.
 #
 # Exit status: 0 done (with --check: nothing left to apply), 1 a patch does not apply
 # (with --check: patches are pending), 2 bad usage or unsupported TVM version.
@@ -30,7 +33,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PATCH_DIR="$ROOT/tvm_patches"
 
 die() { echo "apply.sh: $*" >&2; exit "${EXIT_CODE:-2}"; }
-usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 mode=apply
 source_dir="${TVM_SOURCE_DIR:-}"
@@ -103,8 +106,9 @@ mapfile -t patches < <(grep -v -e '^#' -e '^[[:space:]]*$' "$series")
 
 version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]; }
 patch_files() { sed -n 's|^diff --git a/\(.*\) b/.*|\1|p' "$1"; }
+# The release named in a DEP-3 "Applied-Upstream: v0.24.0, <url>" header (empty if none).
 fixed_upstream_in() {
-  sed -n 's/^Upstream-Status: Fixed-Upstream v\{0,1\}\([0-9][0-9.]*[0-9]\).*/\1/p' "$1" | head -n1
+  sed -n 's/^Applied-Upstream: v\{0,1\}\([0-9][0-9.]*[0-9]\).*/\1/p' "$1" | head -n1
 }
 is_python_side() { ! patch_files "$1" | grep -qv -e '^python/' -e '^tests/'; }
 # Where a file named in a patch lives in the target (empty: not installed in a wheel).
@@ -147,6 +151,22 @@ for p in "${patches[@]}"; do
   fi
 done
 
+# An earlier version of a patch, from this repository's git history, that is applied to
+# the scratch tree: writes it to $scratch/.old.patch and prints its commit.
+applied_old_version() {
+  local rel="${1#"$ROOT"/}" commit
+  git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1 || return 1
+  while read -r commit; do
+    git -C "$ROOT" show "$commit:$rel" >"$scratch/.old.patch" 2>/dev/null || continue
+    cmp -s "$scratch/.old.patch" "$1" && continue
+    if git_apply --check -R "$scratch/.old.patch" 2>/dev/null; then
+      git -C "$ROOT" rev-parse --short "$commit"
+      return 0
+    fi
+  done < <(git -C "$ROOT" log --format=%H -- "$rel" 2>/dev/null)
+  return 1
+}
+
 # --- walk the series on the scratch tree ----------------------------------------------
 order=("${patches[@]}")
 if [[ "$mode" == revert ]]; then
@@ -167,6 +187,21 @@ for p in "${order[@]}"; do
     if [[ "$mode" != revert ]]; then state[$p]="already applied"; continue; fi
     git_apply -R "$file"
     state[$p]=reverted
+    changes=$((changes + 1))
+  elif old="$(applied_old_version "$file")"; then
+    # The target has an earlier version of this patch: take it out first.
+    git_apply -R "$scratch/.old.patch"
+    if [[ "$mode" == revert ]]; then
+      state[$p]="reverted (version $old)"
+    elif git_apply --check "$file" 2>/dev/null; then
+      git_apply "$file"
+      state[$p]=$([[ "$mode" == check ]] && echo "older version applied ($old)" ||
+        echo "updated from $old")
+    else
+      state[$p]="DOES NOT APPLY"
+      failed="$p"
+      break
+    fi
     changes=$((changes + 1))
   else
     state[$p]="DOES NOT APPLY"
