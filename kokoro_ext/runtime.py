@@ -17,7 +17,7 @@ import tvm
 
 from kokoro_ext import artifacts, environment
 from kokoro_ext.compiler import StageRunner
-from kokoro_ext.model.voices import VOICE_SHAPE, load_voice_array
+from kokoro_ext.model.voices import check_voice_pack, load_voice_array
 from kokoro_ext.pipeline import BucketOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.stages import Geometry
 from kokoro_ext.target import check_runs_here
@@ -63,19 +63,6 @@ def check_speed(speed: float) -> None:
         value = math.nan
     if not SPEED_RANGE[0] <= value <= SPEED_RANGE[1]:
         raise ValueError(f"speed must be in [{SPEED_RANGE[0]}, {SPEED_RANGE[1]}], got {speed!r}")
-
-
-def check_voice_pack(pack: np.ndarray, source: str) -> np.ndarray:
-    """``pack`` as float32 if it is a finite [510, 1, 256] voice pack, else ValueError."""
-    pack = np.asarray(pack, dtype=np.float32)
-    if pack.shape != VOICE_SHAPE:
-        raise ValueError(
-            f"voice {source} must have shape {list(VOICE_SHAPE)} (one style vector per "
-            f"phoneme count), got {list(pack.shape)}"
-        )
-    if not np.isfinite(pack).all():
-        raise ValueError(f"voice {source} holds NaN or Inf values")
-    return pack
 
 
 def check_patches(built: dict[str, str], here: dict[str, str], directory: Path) -> None:
@@ -133,9 +120,7 @@ class Synthesizer:
         self.config = json.loads((self.directory / artifacts.CONFIG).read_text())
         self.vocab: dict[str, int] = self.config["vocab"]
         self.geometry = Geometry(**self.manifest["geometry"])
-        self.voice = check_voice_pack(
-            np.load(self.directory / artifacts.VOICE), str(self.directory / artifacts.VOICE)
-        )
+        self.voice = load_voice_array(self.directory / artifacts.VOICE)
         self.token_buckets = self.manifest["buckets"]["tokens"]
         self.frame_buckets = self.manifest["buckets"]["frames"]
         self._runners: dict[tuple[str, int], StageRunner] = {}
@@ -269,10 +254,9 @@ class Synthesizer:
         if voice is None:
             return self.voice
         if isinstance(voice, (np.ndarray, torch.Tensor)):
-            return check_voice_pack(np.asarray(voice), "array")
-        # a file (.bin, .npy, .pt) or the name of a fetched voice (af_heart)
-        pack = load_voice_array(voice)
-        return check_voice_pack(pack, str(voice))  # the same checks (finite too) for every source
+            return check_voice_pack(np.asarray(voice), "voice array")
+        # a file (.bin, .npy, .pt) or the name of a fetched voice (af_heart), checked alike
+        return load_voice_array(voice)
 
     def _run(self, phonemes: str, voice: np.ndarray, speed: float, seed: int) -> Trace:
         ids = phonemes_to_ids(phonemes, self.vocab)

@@ -93,12 +93,18 @@ def load_voice_array(spec: str | Path, directory: str | Path | None = None) -> n
         raise
     except Exception as err:  # numpy and torch raise many types for a bad file
         raise ValueError(f"cannot read voice pack {path}: {err}") from err
-    if tuple(voice.shape) != VOICE_SHAPE:
+    return check_voice_pack(voice, f"voice pack {path}")
+
+
+def check_voice_pack(pack: np.ndarray, source: str) -> np.ndarray:
+    """``pack`` as contiguous float32 if it is a finite [510, 1, 256] voice pack, else a
+    ValueError naming ``source``; the one check for voices from files, names and arrays."""
+    if tuple(np.shape(pack)) != VOICE_SHAPE:
         raise ValueError(
-            f"voice pack {path} must have shape {list(VOICE_SHAPE)}, got {list(voice.shape)} "
+            f"{source} must have shape {list(VOICE_SHAPE)}, got {list(np.shape(pack))} "
             "(one style vector per phoneme count)"
         )
-    voice = np.ascontiguousarray(voice, dtype=np.float32)
-    if not np.isfinite(voice).all():
-        raise ValueError(f"voice pack {path} holds NaN or Inf values")
-    return voice
+    pack = np.ascontiguousarray(pack, dtype=np.float32)
+    if not np.isfinite(pack).all():
+        raise ValueError(f"{source} holds NaN or Inf values")
+    return pack
