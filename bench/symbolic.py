@@ -1,15 +1,16 @@
 """Each stage compiled once with a symbolic time axis against its static-shape build.
 
-    python bench/symbolic.py [--config small|full] [--stages text,prosody,decoder]
+    python bench/symbolic.py [--config small|full] [--stages text,prosody,source,decoder]
                              [--lengths 37,61] [--repeat 5] [--plot symbolic.png]
 
 For every stage: export with a ``torch.export.Dim`` on its time axis (derived axes
-written as what they are: ``2*frames`` for F0/N, ``120*frames+1`` for the spectrum),
+written as what they are: ``2*frames`` for F0/N, ``120*frames+1`` for the spectrum;
+the source stage's Dim is F0's axis 1, its noise a multiple of it),
 import, compile with the project's pipeline (native-kernel dispatch included), run at
 each length; compile the static-shape stage at the same length; print compile time,
 run time (best of ``--repeat``) and the max-abs difference of the two, and how many
 GEMM-shaped ops were left to TVM's generic lowering.  Random weights: speed and parity,
-not speech.  The ``source`` stage is not symbolic yet (see the README).
+not speech.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import tvm
 from torch.export import Dim
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.compiler import StageRunner
+from kokoro_ext.runner import StageRunner
 from kokoro_ext.frontend import custom_convert_map
 from kokoro_ext.model import build_model, load_config, small_config
 from kokoro_ext.schedule import relax_pipeline
@@ -44,6 +45,13 @@ def _dynamic_shapes(stage: str, example) -> tuple:
         spectrum_per_frame = (example[5].shape[2] - 1) // example[0].shape[2]
         return ({2: frames}, {1: 2 * frames}, {1: 2 * frames}, None, None,
                 {2: spectrum_per_frame * frames + 1})  # fmt: skip
+    if stage == "source":
+        # The Dim is F0's axis 1 whatever its layout ([1, 2 frames] or FramePairs'
+        # [1, frames, 2]): every symbolic variable must be some input's whole dimension, or
+        # TVM's VM cannot read it off the inputs (it does not solve 2 * frames = F0.shape[1]).
+        f0_axis = Dim("f0_axis", min=2, max=4096)
+        samples_per_step = example[2].shape[1] // example[0].shape[1]
+        return ({1: f0_axis}, None, {1: samples_per_step * f0_axis})
     raise ValueError(f"no symbolic export for stage {stage!r}")
 
 

@@ -1,9 +1,11 @@
-"""The build output: compiled stage libraries, the model's config and voice, a manifest.
+"""The build output: compiled stage libraries, their weights, the model's config and voice,
+a manifest.
 
 <dir>/manifest.json          what was built, from what, for what (see write_manifest)
 <dir>/config.json            the model config (vocab and dimensions the runtime needs)
 <dir>/voice.npy              the default voice pack, float32 [510, 1, 256]
-<dir>/<stage>-<bucket>.so    one compiled library per stage and bucket
+<dir>/<stage>.so             one compiled library per stage, code only, any length
+<dir>/<stage>.weights        its weights, as the library takes them (kokoro_ext.weights)
 """
 
 from __future__ import annotations
@@ -16,12 +18,17 @@ from typing import Any
 MANIFEST = "manifest.json"
 CONFIG = "config.json"
 VOICE = "voice.npy"
-FORMAT = 1
+FORMAT = 2
 
 
-def stage_file(stage: str, bucket: int) -> str:
-    """File name of the compiled library for ``stage`` at ``bucket``."""
-    return f"{stage}-{bucket}.so"
+def stage_file(stage: str) -> str:
+    """File name of the compiled library of ``stage``."""
+    return f"{stage}.so"
+
+
+def weights_file(stage: str) -> str:
+    """File name of the weights of ``stage``."""
+    return f"{stage}.weights"
 
 
 def sha256(path: str | Path) -> str:
@@ -60,9 +67,12 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
 
 
 def listed_files(manifest: dict[str, Any]) -> dict[str, str]:
-    """File name -> SHA-256 the manifest records: config, voice and every stage library."""
+    """File name -> SHA-256 the manifest records: config, voice, every stage library and its
+    weights."""
     files = {CONFIG: manifest.get("config_sha256"), VOICE: manifest.get("voice_sha256")}
-    files.update({entry["file"]: entry["sha256"] for entry in manifest["stages"].values()})
+    for entry in manifest["stages"].values():
+        files[entry["file"]] = entry["sha256"]
+        files[entry["weights"]["file"]] = entry["weights"]["sha256"]
     return files
 
 

@@ -1,10 +1,12 @@
 """Build the compiled stages: ``python -m kokoro_ext.build --target llvm [options]``.
 
-Compiles every stage (kokoro_ext.stages) for each token and frame bucket and writes the
-libraries, the config, the default voice and a manifest to ``--out``.  The weights are
-the real Kokoro-82M v1.0 that ``python -m kokoro_ext.fetch`` downloaded, unless
-``--weights FILE`` or ``--random-weights`` says otherwise.  The directory is
-replaced only when the whole build succeeded.
+Compiles every stage (kokoro_ext.stages) once, for every length, and writes one library
+per stage, the stage's weights (transformed for it, stored once: kokoro_ext.weights), the
+config, the default voice and a manifest to ``--out``.  The weights are the real
+Kokoro-82M v1.0 that ``python -m kokoro_ext.fetch`` downloaded, unless ``--weights FILE``
+or ``--random-weights`` says otherwise.  ``--weights-only`` re-points an existing build at
+other weights of the same architecture without compiling.  The directory is replaced
+only when the whole build succeeded.
 """
 
 from __future__ import annotations
@@ -27,23 +29,15 @@ import numpy as np
 import kokoro_ext
 from kokoro_ext import artifacts, cache, environment
 from kokoro_ext.cache import DEFAULT_VOICE
-from kokoro_ext.compiler import compile_module
+from kokoro_ext.compiler import compile_stage
 from kokoro_ext.frontend import LSTM_BACKENDS
 from kokoro_ext.model import build_model, load_config, load_voice, random_voice, resolve_voice
 from kokoro_ext.model.voices import is_voice_name
-from kokoro_ext.stages import STAGES, Geometry
+from kokoro_ext.stages import MAX_FRAMES, MAX_TOKENS, STAGES, Geometry
 from kokoro_ext.target import instruction_features, parse_target, target_features
+from kokoro_ext.weights import entries_from_json, write_weights
 
-DEFAULT_TOKEN_BUCKETS = (32, 64, 128)
-DEFAULT_FRAME_BUCKETS = (128, 256, 512)
 DEFAULT_OUT = Path("artifacts")
-
-
-def _buckets(text: str) -> list[int]:
-    sizes = sorted({int(v) for v in text.replace(",", " ").split()})
-    if not sizes or sizes[0] < 1:
-        raise argparse.ArgumentTypeError(f"buckets must be positive integers, got {text!r}")
-    return sizes
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -58,18 +52,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="artifacts directory (default: ./artifacts)"
-    )
-    parser.add_argument(
-        "--tokens",
-        type=_buckets,
-        default=list(DEFAULT_TOKEN_BUCKETS),
-        help="token buckets, e.g. '32,64,128' (boundary tokens included)",
-    )
-    parser.add_argument(
-        "--frames",
-        type=_buckets,
-        default=list(DEFAULT_FRAME_BUCKETS),
-        help="frame buckets (40 frames = 1 s of audio)",
     )
     parser.add_argument(
         "--config", type=Path, help="Kokoro config.json (default: the shipped Kokoro-82M)"
@@ -91,6 +73,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--voice",
         help=f"default voice of the build: a name ({DEFAULT_VOICE}, ...) or a .bin/.npy/.pt "
         f"voice pack [510, 1, 256] (default: {DEFAULT_VOICE}; random with --random-weights)",
+    )
+    parser.add_argument(
+        "--weights-only",
+        action="store_true",
+        help="keep the compiled stages of --out and store the weights of --weights (or the "
+        "default model) for them: another Kokoro v1.0 checkpoint without compiling",
     )
     parser.add_argument(
         "--seed",
@@ -142,6 +130,8 @@ def resolve_sources(args: argparse.Namespace) -> tuple[Path | None, Path | None,
 
 def build(args: argparse.Namespace, log=print) -> Path:
     """Run the build described by ``args``; returns the artifacts directory."""
+    if args.weights_only:
+        return rebuild_weights(args, log)
     target = parse_target(args.target)
     config = load_config(args.config)
     weights, voice_file, voice_name = resolve_sources(args)
@@ -157,15 +147,7 @@ def build(args: argparse.Namespace, log=print) -> Path:
     log(f"default voice: {voice_name or voice_file or f'random (seed {args.seed})'}")
     log(f"target: {json.dumps(target)}")
     # Biggest first, so that the last job to finish is a short one.
-    jobs = sorted(
-        (
-            (name, b)
-            for name, spec in STAGES.items()
-            for b in (args.tokens if spec.axis == "tokens" else args.frames)
-        ),
-        key=lambda job: (_COST[job[0]], job[1]),
-        reverse=True,
-    )
+    jobs = sorted(STAGES, key=_COST.__getitem__, reverse=True)
     out = args.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     _recover_killed_build(out)
@@ -179,11 +161,12 @@ def build(args: argparse.Namespace, log=print) -> Path:
         workers = max(1, min(args.jobs, len(jobs)))
         source = (config, weights, args.seed)
         for i, entry in enumerate(_run_jobs(jobs, model, source, options, workers), 1):
-            stages[f"{entry['stage']}-{entry['bucket']}"] = entry
+            stages[entry["stage"]] = entry
             took = " ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items())
+            size = entry["weights"]["bytes"] / 1e6
             log(
-                f"[{i}/{len(jobs)}] {entry['stage']} @ {entry['bucket']} "
-                f"{STAGES[entry['stage']].axis}: {took}, {entry['ir_lines']} IR lines"
+                f"[{i}/{len(jobs)}] {entry['stage']}: {took}, {entry['ir_lines']} IR lines, "
+                f"{size:.1f} MB of weights"
             )
         (staging / artifacts.CONFIG).write_text(json.dumps(config, indent=2, ensure_ascii=False))
         np.save(staging / artifacts.VOICE, voice.numpy())
@@ -200,7 +183,7 @@ def build(args: argparse.Namespace, log=print) -> Path:
                 "cpu_features": sorted(instruction_features(target_features(target))),
                 "lstm_backend": args.lstm_backend,
                 "dense": args.dense,
-                "buckets": {"tokens": args.tokens, "frames": args.frames},
+                "limits": {"tokens": MAX_TOKENS, "frames": MAX_FRAMES},
                 "geometry": Geometry.from_model(model).__dict__,
                 "config_sha256": artifacts.sha256(staging / artifacts.CONFIG),
                 "weights": _source(weights, args.seed),
@@ -215,6 +198,60 @@ def build(args: argparse.Namespace, log=print) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     log(f"wrote {len(jobs)} compiled stages to {out}")
     return out
+
+
+def rebuild_weights(args: argparse.Namespace, log=print) -> Path:
+    """``--weights-only``: store other weights for the compiled stages of ``args.out``.
+
+    The libraries stay: they take any weights of the build's architecture (its config),
+    in the order the manifest records.
+    """
+    out = args.out.resolve()
+    manifest = artifacts.read_manifest(out)
+    config = json.loads((out / artifacts.CONFIG).read_text())
+    weights, _, _ = resolve_sources(args)
+    log(f"weights: {weights or f'random (seed {args.seed})'} for the stages in {out}")
+    model = build_model(config, weights=weights, seed=args.seed)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.weights-", dir=out.parent))
+    try:
+        for name, entry in manifest["stages"].items():
+            module = dict(STAGES[name].module(model).named_parameters())
+            missing = [n for n in entry["weight_names"] if n not in module]
+            if missing:
+                raise ValueError(
+                    f"the {name} stage of {out} takes parameters this model lacks "
+                    f"({', '.join(missing[:3])}): the checkpoint is not Kokoro v1.0 with "
+                    "this build's config; build it from scratch instead"
+                )
+            stored = entries_from_json(entry["weights"]["tensors"])
+            arrays = [module[n].detach().numpy() for n in entry["weight_names"]]
+            for n, a, e in zip(entry["weight_names"], arrays, stored):
+                if a.shape != e.shape or str(a.dtype) != e.dtype:
+                    raise ValueError(
+                        f"parameter {n} of the {name} stage is {a.dtype}{list(a.shape)} in "
+                        f"the checkpoint but {e.dtype}{list(e.shape)} in {out}: another "
+                        "architecture; build it from scratch instead"
+                    )
+            entry["weights"] = _write_stage_weights(staging, name, arrays)
+        manifest["weights"] = _source(weights, args.seed)
+        for name, entry in manifest["stages"].items():
+            os.replace(staging / entry["weights"]["file"], out / entry["weights"]["file"])
+        artifacts.write_manifest(out, manifest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"stored the new weights of {len(manifest['stages'])} stages in {out}")
+    return out
+
+
+def _write_stage_weights(directory: Path, stage: str, arrays: list) -> dict[str, Any]:
+    file = artifacts.weights_file(stage)
+    entries = write_weights(directory / file, arrays)
+    return {
+        "file": file,
+        "sha256": artifacts.sha256(directory / file),
+        "bytes": (directory / file).stat().st_size,
+        "tensors": [e.to_json() for e in entries],
+    }
 
 
 # Relative compile cost of a stage, to start the long jobs first.
@@ -240,31 +277,30 @@ def _init_worker(config, weights, seed, *options) -> None:
     _set_worker(build_model(config, weights=weights, seed=seed), *options)
 
 
-def _compile_stage(job: tuple[str, int]) -> dict[str, Any]:
-    name, bucket = job
-    spec, model = STAGES[name], _worker["model"]
-    compiled = compile_module(
-        spec.module(model),
-        spec.example(model, bucket),
+def _compile_stage(name: str) -> dict[str, Any]:
+    compiled = compile_stage(
+        STAGES[name],
+        _worker["model"],
         _worker["target"],
         _worker["lstm_backend"],
         native_dense=_worker["native_dense"],
     )
-    file = artifacts.stage_file(name, bucket)
+    file = artifacts.stage_file(name)
     path = _worker["staging"] / file
     compiled.executable.export_library(str(path))
     return {
         "stage": name,
-        "bucket": bucket,
         "file": file,
         "sha256": artifacts.sha256(path),
+        "weights": _write_stage_weights(_worker["staging"], name, compiled.weights),
+        "weight_names": compiled.weight_names,
         "ir_lines": compiled.ir_lines,
         "seconds": {k: round(v, 2) for k, v in compiled.seconds.items()},
     }
 
 
 def _run_jobs(jobs, model, source, options, workers: int):
-    """Compile every (stage, bucket) job, yielding manifest entries as they finish.
+    """Compile every stage in ``jobs``, yielding manifest entries as they finish.
 
     Stages compile independently and TVM's compile is single-threaded, so ``workers``
     processes (spawned: TVM and torch do not survive fork) build ``workers`` at a time,

@@ -1,4 +1,4 @@
-"""The host side of synthesis: buckets, durations, alignment, noise; stages run elsewhere.
+"""The host side of synthesis: shapes, durations, alignment, noise; stages run elsewhere.
 
 ``synthesize_ids`` runs the four stages of kokoro_ext.stages through a ``StageProvider``
 (compiled modules in the runtime, PyTorch modules in validation), so both take the same
@@ -17,8 +17,20 @@ from kokoro_ext.export.alignment import alignment_matrix
 from kokoro_ext.reference import source_noise
 from kokoro_ext.stages import STYLE_DIM, Geometry
 
-#: stage name, bucket -> callable on numpy inputs returning numpy outputs
+#: stage name, padded length -> callable on numpy inputs returning numpy outputs
 StageProvider = Callable[[str, int], Callable[..., list[np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class AnyLength:
+    """An axis the stages take at every length up to ``limit``: no padding at all."""
+
+    limit: int
+
+
+#: The lengths an axis is padded to: a list of buckets (static-shape stages, the smallest
+#: bucket that holds the input), or AnyLength (symbolic stages, the input's own length).
+Sizes = Sequence[int] | AnyLength
 
 
 @dataclass
@@ -27,13 +39,13 @@ class Trace:
 
     audio: np.ndarray  # float32 [samples] at 24 kHz
     durations: np.ndarray  # int64 [tokens]: frames per token
-    token_bucket: int
-    frame_bucket: int
+    token_bucket: int  # the tokens' padded length (the length itself with AnyLength)
+    frame_bucket: int  # the frames' padded length
     stages: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
-class BucketOverflow(ValueError):
-    """The input needs more ``axis`` ("tokens" or "frames") than the largest bucket holds.
+class LengthOverflow(ValueError):
+    """The input needs more ``axis`` ("tokens" or "frames") than one call takes.
 
     Callers that can split the input (kokoro_ext.runtime's chunking) catch this class;
     the frame count is known only after the text stage ran.
@@ -42,8 +54,8 @@ class BucketOverflow(ValueError):
     def __init__(self, axis: str, size: int, largest: int):
         self.axis, self.size, self.largest = axis, size, largest
         super().__init__(
-            f"input needs {size} {axis}, more than the largest {axis} bucket ({largest}); "
-            f"build with a larger bucket (--{axis} ...) or split the text"
+            f"input needs {size} {axis}, more than one call takes ({largest}); "
+            "split the text (Synthesizer.stream does)"
         )
 
 
@@ -51,11 +63,15 @@ class NonFiniteOutput(RuntimeError):
     """A stage returned NaN or Inf: a broken build or kernel, not a property of the input."""
 
 
-def pick_bucket(size: int, buckets: Sequence[int], axis: str) -> int:
-    """The smallest bucket that holds ``size``; BucketOverflow (a ValueError) if none does."""
-    fitting = [b for b in sorted(buckets) if b >= size]
+def pick_bucket(size: int, sizes: Sizes, axis: str) -> int:
+    """The length ``size`` is padded to; LengthOverflow (a ValueError) if none holds it."""
+    if isinstance(sizes, AnyLength):
+        if size > sizes.limit:
+            raise LengthOverflow(axis, size, sizes.limit)
+        return size
+    fitting = [b for b in sorted(sizes) if b >= size]
     if not fitting:
-        raise BucketOverflow(axis, size, max(buckets))
+        raise LengthOverflow(axis, size, max(sizes))
     return fitting[0]
 
 
@@ -82,8 +98,8 @@ def synthesize_ids(
     geometry: Geometry,
     input_ids: Sequence[int],
     style: np.ndarray,
-    token_buckets: Sequence[int],
-    frame_buckets: Sequence[int],
+    token_buckets: Sizes,
+    frame_buckets: Sizes,
     speed: float = 1.0,
     seed: int = 0,
 ) -> Trace:
@@ -91,7 +107,7 @@ def synthesize_ids(
 
     ``seed`` fixes the harmonic source's noise: the draws kokoro makes after
     ``torch.manual_seed(seed)`` (kokoro_ext.reference.source_noise).  Raises
-    BucketOverflow when the input exceeds the largest token or frame bucket, and
+    LengthOverflow when the input exceeds the largest token or frame size, and
     NonFiniteOutput naming the stage whose valid output holds NaN or Inf.
     """
     tokens = len(input_ids)
@@ -124,7 +140,8 @@ def synthesize_ids(
         (1, geometry.samples_per_frame * frame_bucket, geometry.harmonics), dtype=np.float32
     )
     noise[:, :samples] = source_noise(seed, 1, samples, geometry.harmonics).numpy()
-    (spectrum,) = run_stage("source", frame_bucket)(F0, frame_lengths, noise)
+    f0_pairs = F0.reshape(F0.shape[0], -1, 2)  # kokoro_ext.stages.FramePairs
+    (spectrum,) = run_stage("source", frame_bucket)(f0_pairs, frame_lengths, noise)
     spectrum_frames = geometry.spectrum_per_frame * frames + 1
     keep("source", spectrum=spectrum[..., :spectrum_frames])
     (audio,) = run_stage("decoder", frame_bucket)(

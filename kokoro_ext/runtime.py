@@ -16,13 +16,14 @@ import torch
 import tvm
 
 from kokoro_ext import artifacts, environment
-from kokoro_ext.compiler import StageRunner
 from kokoro_ext.model.voices import check_voice_pack, load_voice_array
-from kokoro_ext.pipeline import BucketOverflow, Trace, synthesize_ids, voice_style
+from kokoro_ext.pipeline import AnyLength, LengthOverflow, Trace, synthesize_ids, voice_style
+from kokoro_ext.runner import StageRunner
 from kokoro_ext.stages import Geometry
 from kokoro_ext.target import check_runs_here
 from kokoro_ext.text import PAUSES, Phonemizer, Piece, phonemes_to_ids
 from kokoro_ext.text.chunking import Break, drop_other_scripts, pack, split_in_two, split_sentences
+from kokoro_ext.weights import entries_from_json, load_weights
 
 SAMPLE_RATE = 24_000
 SPEED_RANGE = (0.5, 2.0)
@@ -94,7 +95,8 @@ class Synthesizer:
 
     Loading refuses a build it cannot run faithfully, naming why: another TVM version or
     patch series, a CPU this host is not, or a file whose SHA-256 differs from the
-    manifest.  Stages are loaded on first use of a bucket.
+    manifest.  Each stage (one library for every length) is loaded on its first use, its
+    weights memory-mapped.
 
     One Synthesizer may be shared between threads.  Calls are serialized by a lock, one
     chunk at a time: each compiled stage already uses every core (TVM's thread pool and
@@ -121,22 +123,35 @@ class Synthesizer:
         self.vocab: dict[str, int] = self.config["vocab"]
         self.geometry = Geometry(**self.manifest["geometry"])
         self.voice = load_voice_array(self.directory / artifacts.VOICE)
-        self.token_buckets = self.manifest["buckets"]["tokens"]
-        self.frame_buckets = self.manifest["buckets"]["frames"]
-        self._runners: dict[tuple[str, int], StageRunner] = {}
+        limits = self.manifest["limits"]
+        self.token_sizes = AnyLength(limits["tokens"])
+        self.frame_sizes = AnyLength(limits["frames"])
+        self._runners: dict[str, StageRunner] = {}
         self._phonemizer: Phonemizer | None = None
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
         self._text_lock = threading.Lock()
 
-    def _stage(self, name: str, bucket: int) -> StageRunner:
-        with self._load_lock:  # two threads' first use of a bucket must load it once
-            key = (name, bucket)
-            if key not in self._runners:
-                entry = self.manifest["stages"][f"{name}-{bucket}"]
+    def _stage(self, name: str, length: int) -> StageRunner:
+        with self._load_lock:  # two threads' first use of a stage must load it once
+            if name not in self._runners:
+                entry = self.manifest["stages"][name]
                 library = tvm.runtime.load_module(str(self.directory / entry["file"]))
-                self._runners[key] = StageRunner(library)
-            return self._runners[key]
+                weights = entry["weights"]
+                arrays = load_weights(
+                    self.directory / weights["file"], entries_from_json(weights["tensors"])
+                )
+                self._runners[name] = StageRunner(library, arrays)
+            return self._runners[name]
+
+    def load(self) -> None:
+        """Load every stage now (each is otherwise loaded on its first use).
+
+        Safe to call from another thread while this one phonemizes: a process that
+        speaks at once can overlap the two.
+        """
+        for name in self.manifest["stages"]:
+            self._stage(name, 0)
 
     def _g2p(self) -> Phonemizer:
         if self._phonemizer is None:
@@ -150,8 +165,8 @@ class Synthesizer:
 
     @property
     def chunk_limit(self) -> int:
-        """Most phonemes in one chunk: the largest token bucket less kokoro's two boundaries."""
-        return max(self.token_buckets) - 2
+        """Most phonemes in one chunk: the token limit less kokoro's two boundaries."""
+        return self.token_sizes.limit - 2
 
     def stream(
         self,
@@ -163,8 +178,8 @@ class Synthesizer:
         """English text of any length -> Chunks, each yielded as soon as it is synthesized.
 
         The text is split into sentences and phonemized one sentence at a time, and the
-        phonemes are packed into chunks that fit the largest token bucket (and, if the
-        audio would not fit the largest frame bucket, halved again): see
+        phonemes are packed into chunks that fit the token limit (and, if the
+        audio would not fit the frame limit, halved again): see
         kokoro_ext.text.chunking.  Chunk ``i`` uses noise seed ``seed + i``: the output is
         deterministic, and each chunk is ``synthesize_phonemes(chunk.phonemes, voice,
         speed, seed + i)``.  ``Chunk.pause`` is the silence
@@ -195,7 +210,7 @@ class Synthesizer:
                     continue
                 try:
                     trace = self._run(piece.phonemes, voice, speed, seed + index)
-                except BucketOverflow:
+                except LengthOverflow:
                     # durations are known only after the text stage: halve and try again
                     halves = split_in_two(piece)
                     if halves is None:
@@ -239,13 +254,13 @@ class Synthesizer:
         speed: float = 1.0,
         seed: int = 0,
     ) -> Trace:
-        """Kokoro phonemes (one chunk) -> Trace (audio, durations, buckets and stage outputs).
+        """Kokoro phonemes (one chunk) -> Trace (audio, durations and stage outputs).
 
         ``voice``: a voice pack file (.bin, .npy or .pt), the name of a fetched voice
         (``af_heart``: kokoro_ext.model.voices) or an array [510, 1, 256]; the build's
         voice by default.  ``seed`` fixes the harmonic source noise (kokoro's draws after
-        manual_seed(seed)).  Raises BucketOverflow (a ValueError) if the phonemes do not
-        fit the largest buckets; ``stream`` splits such input instead.
+        manual_seed(seed)).  Raises LengthOverflow (a ValueError) if the phonemes do not
+        fit the limits; ``stream`` splits such input instead.
         """
         check_speed(speed)
         return self._run(phonemes, self._voice_pack(voice), speed, seed)
@@ -269,8 +284,8 @@ class Synthesizer:
                 self.geometry,
                 ids,
                 style,
-                self.token_buckets,
-                self.frame_buckets,
+                self.token_sizes,
+                self.frame_sizes,
                 speed,
                 seed,
             )

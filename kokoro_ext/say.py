@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 import wave
 from collections.abc import Sequence
@@ -90,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         text = read_text(args.text, args.file)
         synth = Synthesizer(args.artifacts)
+        # load the stages while the text is phonemized (the G2P's start-up is seconds)
+        threading.Thread(target=synth.load, daemon=True).start()
         chunks = synth.stream(text, args.voice, args.speed, args.seed)
         if args.stream:
             seconds = _stream_to(args.output, chunks, start)
@@ -135,8 +138,8 @@ def _stream_to(path: Path, chunks, start: float) -> float:
             trace = chunk.trace
             print(
                 f"chunk {chunk.index}: {len(chunk.audio) / SAMPLE_RATE:.2f} s at "
-                f"{time.perf_counter() - start:.2f} s (buckets {trace.token_bucket}/"
-                f"{trace.frame_bucket}): {chunk.text}",
+                f"{time.perf_counter() - start:.2f} s ({trace.token_bucket} tokens, "
+                f"{trace.frame_bucket} frames): {chunk.text}",
                 flush=True,
             )
     return written / SAMPLE_RATE

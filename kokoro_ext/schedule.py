@@ -4,7 +4,10 @@ and two schedule rules.
 In the library dispatch slot, before legalization, ``DispatchNativeKernels`` sends the
 GEMM-shaped ops to the native kernels (kokoro_ext.dispatch), static or symbolic shapes
 alike, and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
-Winograd (kokoro_ext.frontend.winograd).
+Winograd (kokoro_ext.frontend.winograd).  Then ``LiftTransformParams`` moves whatever
+depends on the weights alone (weight norm, transposes, Winograd filters) out of ``main``
+into ``main_transform_params``, which the build runs once (kokoro_ext.compiler): the
+stored weights are the transformed ones, and ``main`` never recomputes them.
 
 TVM 0.27's CPU pipeline (relax.backend.cpu_generic) fuses operators (FuseOps/FuseTIR) but
 applies no schedule to the fused functions: each op in a fused function stays its own
@@ -31,7 +34,7 @@ leaving an unpredicated vector loop and a guarded scalar tail.
 from __future__ import annotations
 
 import tvm
-from tvm import s_tir, tirx
+from tvm import relax, s_tir, tirx
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize as _get_sblock_realize
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
@@ -230,6 +233,7 @@ def relax_pipeline(target: tvm.target.Target, native_dense: bool = True) -> tvm.
         with target:
             passes = (
                 library_dispatch_passes(target, native_dense)
+                + [relax.transform.EliminateCommonSubexpr(), relax.transform.LiftTransformParams()]
                 + cpu_generic.legalize_passes(target)
                 + [schedule_in_turn(InlineElementwise(), VectorizeReduction())]
                 + cpu_generic.dataflow_lower_passes(target)

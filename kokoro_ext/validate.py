@@ -91,7 +91,7 @@ def validate(
     ids = phonemes_to_ids(phonemes, synth.vocab)
     style = voice_style(synth.voice, len(ids) - 2)
     trace = synthesize_ids(
-        run_both, synth.geometry, ids, style, synth.token_buckets, synth.frame_buckets, speed, seed
+        run_both, synth.geometry, ids, style, synth.token_sizes, synth.frame_sizes, speed, seed
     )
     spectrum = torch.from_numpy(trace.stages["source"]["spectrum"])
     bins = spectrum.shape[1] // 2

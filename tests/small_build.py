@@ -7,12 +7,20 @@ from pathlib import Path
 
 from kokoro_ext.build import build, parse_args
 from kokoro_ext.model import small_config
+from kokoro_ext.pipeline import AnyLength
 
-TOKENS, FRAMES = (12, 20), (24, 48)
+#: Limits tests put on a Synthesizer of the small build, so that short texts need chunks.
+TOKENS, FRAMES = 20, 48
+
+
+def limit(synth):
+    """``synth`` taking at most TOKENS tokens and FRAMES frames per call; returns it."""
+    synth.token_sizes, synth.frame_sizes = AnyLength(TOKENS), AnyLength(FRAMES)
+    return synth
 
 
 def build_small(root: Path, log=print, jobs: int | None = None) -> Path:
-    """Build the small config with TOKENS and FRAMES buckets into ``root/artifacts``.
+    """Build the small config into ``root/artifacts`` (one library per stage).
 
     ``jobs`` as ``build --jobs`` (default: one process per core).
     """
@@ -24,10 +32,6 @@ def build_small(root: Path, log=print, jobs: int | None = None) -> Path:
             str(config),
             "--out",
             str(root / "artifacts"),
-            "--tokens",
-            ",".join(map(str, TOKENS)),
-            "--frames",
-            ",".join(map(str, FRAMES)),
             "--random-weights",
         ]
         + (["--jobs", str(jobs)] if jobs else [])

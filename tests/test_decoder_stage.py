@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kokoro_ext.compiler import StageRunner, compile_module
+from kokoro_ext.compiler import compile_module
+from kokoro_ext.runner import StageRunner
 from kokoro_ext.export import DecoderStage, SourceStage
 from kokoro_ext.model import build_model, random_voice, small_config
 from kokoro_ext.reference import kokoro_decoder, source_noise
@@ -109,7 +110,8 @@ def compiled(model):
 def test_compiled_stages_match_kokoro(model, valid_inputs, compiled, bucket, parity_report):
     x = padded(valid_inputs, bucket)
     asr, F0, N, style = valid_inputs
-    (spectrum,) = compiled["source", bucket](x["F0"], x["lengths"], x["noise"])
+    f0_pairs = x["F0"].reshape(1, -1, 2)  # the compiled source stage's layout (FramePairs)
+    (spectrum,) = compiled["source", bucket](f0_pairs, x["lengths"], x["noise"])
     spectrum = torch.from_numpy(spectrum)
     ref = kokoro_decoder(model, asr, F0, N, style, SEED)
     # Source stage on the reference input: numerically equal up to the phase cut.

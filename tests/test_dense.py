@@ -18,7 +18,8 @@ from torch import nn
 from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext import native
-from kokoro_ext.compiler import StageRunner, compile_module
+from kokoro_ext.compiler import compile_module
+from kokoro_ext.runner import StageRunner
 from kokoro_ext.frontend import custom_convert_map
 from kokoro_ext.schedule import library_dispatch_passes
 

@@ -16,7 +16,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from kokoro_ext import native
-from kokoro_ext.compiler import StageRunner
+from kokoro_ext.runner import StageRunner
 from kokoro_ext.dispatch import DispatchNativeKernels
 from kokoro_ext.export import DecoderStage
 from kokoro_ext.frontend import custom_convert_map

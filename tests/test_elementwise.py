@@ -10,7 +10,8 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.compiler import StageRunner, compile_module
+from kokoro_ext.compiler import compile_module
+from kokoro_ext.runner import StageRunner
 from kokoro_ext.frontend import custom_convert_map
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -42,11 +44,24 @@ def kokoro_with_draws(source, f0, seed):
 
 
 def test_matches_kokoro_given_its_noise(source):
+    """Same math as kokoro: to 1e-6 in float64, and in float32 no further from it than kokoro.
+
+    HarmonicSource resamples with exact per-phase weights where kokoro's F.interpolate
+    computes float32 source positions (off by an ulp of the position, which the phase
+    slope turns into ~1e-5 here), so float32 outputs are not bit-identical: the float32
+    check is against kokoro in float64, with kokoro's own float32 error as the bound.
+    """
     f0 = f0_curve()
     want, noise = kokoro_with_draws(source, f0, seed=7)
+    source64 = copy.deepcopy(source).double()
+    want64, noise64 = kokoro_with_draws(source64, f0.double(), seed=7)
     with torch.no_grad():
         got = HarmonicSource(source)(f0, noise)
-    assert (got - want).abs().max() <= 1e-6
+        got64 = HarmonicSource(source64)(f0.double(), noise64)
+    assert (got64 - want64).abs().max() <= 1e-6  # float32 weights: 1.6e-7
+    kokoro_error = (want.double() - want64).abs().max()  # 8.3e-6
+    assert (got.double() - want64).abs().max() <= kokoro_error  # 3.2e-6
+    assert (got - want).abs().max() <= 2 * kokoro_error
 
 
 def test_kokoro_initial_phase_has_no_effect(source):

@@ -11,10 +11,11 @@ import pytest
 
 import kokoro_ext.build
 from kokoro_ext import artifacts, runtime, target
-from kokoro_ext.compiler import CompiledModule
+from kokoro_ext.compiler import CompiledStage
 from kokoro_ext.runtime import Synthesizer
+from kokoro_ext.stages import MAX_TOKENS
 
-from small_build import FRAMES, TOKENS, build_small
+from small_build import build_small
 
 
 def _link_or_copy(source, destination):
@@ -45,11 +46,11 @@ def _edit_manifest(directory, **changes):
 
 
 def test_the_copy_loads(copy):
-    assert Synthesizer(copy).manifest["buckets"]["tokens"] == list(TOKENS)
+    assert Synthesizer(copy).manifest["limits"]["tokens"] == MAX_TOKENS
 
 
 @pytest.mark.parametrize(
-    "file", [artifacts.CONFIG, artifacts.VOICE, "text-12.so", f"decoder-{FRAMES[1]}.so"]
+    "file", [artifacts.CONFIG, artifacts.VOICE, "text.so", "decoder.so", "decoder.weights"]
 )
 def test_a_changed_byte_names_the_file(copy, file):
     path = copy / file
@@ -60,7 +61,7 @@ def test_a_changed_byte_names_the_file(copy, file):
         Synthesizer(copy)
 
 
-@pytest.mark.parametrize("file", [artifacts.VOICE, "prosody-24.so"])
+@pytest.mark.parametrize("file", [artifacts.VOICE, "prosody.so", "text.weights"])
 def test_a_missing_file_is_named(copy, file):
     (copy / file).unlink()
     with pytest.raises(ValueError, match=rf"{file} is listed in manifest.json but missing"):
@@ -124,9 +125,9 @@ def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch
         calls.append(args)
         if len(calls) == 2:
             raise RuntimeError("interrupted")
-        return CompiledModule(Partial(), 0, {})
+        return CompiledStage(Partial(), 0, {}, [np.zeros(3, np.float32)], ["w"])
 
-    monkeypatch.setattr(kokoro_ext.build, "compile_module", second_stage_fails)
+    monkeypatch.setattr(kokoro_ext.build, "compile_stage", second_stage_fails)
     with pytest.raises(RuntimeError, match="interrupted"):  # in-process, so the patch applies
         build_small(copy.parent, log=lambda line: None, jobs=1)
     assert len(calls) == 2
@@ -146,7 +147,7 @@ def test_a_killed_build_is_recovered_by_the_next_one(copy):
     before = _tree(copy)
     staging = copy.with_name(f".{copy.name}.building-{dead.pid}-x1y2")
     staging.mkdir()
-    (staging / "decoder-24.so").write_bytes(b"half")
+    (staging / "decoder.so").write_bytes(b"half")
     copy.rename(copy.with_name(f".{copy.name}.old-{dead.pid}"))
     kokoro_ext.build._recover_killed_build(copy)
     assert _tree(copy) == before

@@ -1,8 +1,8 @@
 """The whole pipeline on a small-config build: build CLI, Synthesizer, say, validate.
 
-The build has two token and two frame buckets; the same input is synthesized in the
-smallest buckets that fit and in larger ones (padding must not change the result), and
-compared per stage and end to end with kokoro's PyTorch model (same weights and noise).
+The build has one library per stage for every length; inputs of two lengths are
+synthesized at their own lengths and compared per stage and end to end with kokoro's
+PyTorch model (same weights and noise).
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ import pytest
 
 from kokoro_ext import artifacts
 from kokoro_ext.runtime import Synthesizer
+from kokoro_ext.stages import MAX_FRAMES, MAX_TOKENS, STAGES
+from kokoro_ext.text import phonemes_to_ids
 from kokoro_ext.say import main as say_main
 from kokoro_ext.target import HostCPU, instruction_features, parse_target
 from kokoro_ext.validate import validate
 
-from small_build import FRAMES, TOKENS
+from small_build import limit
 
 PHONEMES = "hˈI ðˈɛɹ."  # 9 phonemes: 11 tokens, about 22 frames
+LONGER = "ðə kwˈɪk bɹˈWn fˈɑks ʤˈʌmps."  # lengths no other test uses
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +31,22 @@ def synth(build_dir):
     return Synthesizer(build_dir[0])
 
 
-def test_build_writes_stages_and_manifest(build_dir):
+def test_build_writes_one_library_per_stage_and_its_weights(build_dir):
     out, log = build_dir
     manifest = artifacts.read_manifest(out)
     assert "RANDOM weights" in log[0]
-    assert manifest["buckets"] == {"tokens": list(TOKENS), "frames": list(FRAMES)}
-    assert len(manifest["stages"]) == 2 + 3 * 2
-    for entry in manifest["stages"].values():
+    assert manifest["limits"] == {"tokens": MAX_TOKENS, "frames": MAX_FRAMES}
+    assert sorted(manifest["stages"]) == sorted(STAGES)
+    assert sorted(p.name for p in out.glob("*.so")) == sorted(f"{s}.so" for s in STAGES)
+    for name, entry in manifest["stages"].items():
+        assert entry["file"] == artifacts.stage_file(name)
         assert artifacts.sha256(out / entry["file"]) == entry["sha256"]
+        weights = out / entry["weights"]["file"]
+        assert artifacts.sha256(weights) == entry["weights"]["sha256"]
+        assert weights.stat().st_size == entry["weights"]["bytes"]
+    # the libraries hold code, the weights files the weights: each stored once
+    code = sum((out / e["file"]).stat().st_size for e in manifest["stages"].values())
+    assert code < sum(e["weights"]["bytes"] for e in manifest["stages"].values()) / 10
     assert manifest["config_sha256"] == artifacts.sha256(out / artifacts.CONFIG)
     # llvm = this host: its CPU name and exactly its features
     assert manifest["target"] == parse_target("llvm")
@@ -46,42 +57,25 @@ def test_build_writes_stages_and_manifest(build_dir):
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".artifacts")]
 
 
-@pytest.mark.parametrize("buckets", ["smallest", "larger"])
-def test_stages_and_waveform_match_kokoro(synth, buckets, parity_report):
-    if buckets == "larger":  # same input, padded further
-        synth.token_buckets, synth.frame_buckets = [TOKENS[1]], [FRAMES[1]]
-    try:
-        results = {r.name: r for r in validate(synth, PHONEMES, seed=3)}
-        trace = synth.synthesize_phonemes(PHONEMES, seed=3)
-    finally:
-        synth.token_buckets, synth.frame_buckets = list(TOKENS), list(FRAMES)
-    want = (TOKENS[0], FRAMES[0]) if buckets == "smallest" else (TOKENS[1], FRAMES[1])
-    assert (trace.token_bucket, trace.frame_bucket) == want
-    assert sum(trace.durations) < trace.frame_bucket or buckets == "smallest"
+@pytest.mark.parametrize("phonemes", [PHONEMES, LONGER])
+def test_stages_and_waveform_match_kokoro(synth, phonemes, parity_report):
+    results = {r.name: r for r in validate(synth, phonemes, seed=3)}
+    trace = synth.synthesize_phonemes(phonemes, seed=3)
+    # one library per stage runs each input at its own length: no padding
+    assert trace.token_bucket == len(phonemes_to_ids(phonemes, synth.vocab))
+    assert trace.frame_bucket == trace.durations.sum()
     for name, r in results.items():
         if name.startswith(("text.", "prosody.", "source.", "decoder.")):
             assert r.max_abs <= 1e-4, (name, r)
     assert "durations" not in results
     assert results["waveform vs kokoro"].snr_db >= 40.0
     parity_report(
-        f"pipeline, buckets {want}: "
+        f"pipeline, {trace.token_bucket} tokens, {trace.frame_bucket} frames: "
         + "; ".join(
             f"{r.name} {r.max_abs:.1e} ({r.snr_db:.0f} dB{', ' + r.note if r.note else ''})"
             for r in results.values()
         )
     )
-
-
-def test_padding_does_not_change_the_audio(synth):
-    small = synth.synthesize_phonemes(PHONEMES, seed=5)
-    synth.token_buckets, synth.frame_buckets = [TOKENS[1]], [FRAMES[1]]
-    try:
-        large = synth.synthesize_phonemes(PHONEMES, seed=5)
-    finally:
-        synth.token_buckets, synth.frame_buckets = list(TOKENS), list(FRAMES)
-    assert large.frame_bucket > small.frame_bucket
-    assert small.audio.shape == large.audio.shape
-    assert np.abs(small.audio - large.audio).max() <= 1e-4
 
 
 def test_say_writes_a_wav(build_dir, tmp_path, capsys):
@@ -98,7 +92,7 @@ def test_say_writes_a_wav(build_dir, tmp_path, capsys):
 @pytest.mark.parametrize(
     "call,message",
     [
-        (lambda s: s.synthesize_phonemes("hˈI " * 20), "more than the largest tokens bucket"),
+        (lambda s: limit(Synthesizer(s.directory)).synthesize_phonemes("hˈI " * 20), "more than one call takes"),
         (lambda s: s.synthesize_phonemes(PHONEMES, speed=5.0), "speed must be in"),
         (lambda s: s.synthesize_phonemes("   "), "no phonemes to synthesize"),
     ],

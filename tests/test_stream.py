@@ -11,17 +11,17 @@ import pytest
 
 from kokoro_ext.runtime import SAMPLE_RATE, Synthesizer, join
 from kokoro_ext.say import main as say_main
-from kokoro_ext.text import PAUSES
+from kokoro_ext.text import PAUSES, phonemes_to_ids
 from kokoro_ext.text.chunking import pack, split_sentences
 
-from small_build import FRAMES, TOKENS
+from small_build import FRAMES, TOKENS, limit
 
 TEXT = "Hello there. How are you today, my old friend? Fine; thanks.\n\nA new paragraph."
 
 
 @pytest.fixture(scope="module")
 def synth(build_dir):
-    return Synthesizer(build_dir[0])
+    return limit(Synthesizer(build_dir[0]))
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +29,13 @@ def chunks(synth):
     return list(synth.stream(TEXT, seed=7))
 
 
-def test_chunks_fit_the_buckets_and_keep_every_word(synth, chunks):
-    assert synth.chunk_limit == TOKENS[-1] - 2
+def test_chunks_fit_the_limits_and_keep_every_word(synth, chunks):
+    assert synth.chunk_limit == TOKENS - 2
     assert len(chunks) > len(list(split_sentences(TEXT)))  # sentences had to be split
     assert all(len(c.phonemes) <= synth.chunk_limit for c in chunks)
-    assert all(c.trace.token_bucket in TOKENS and c.trace.frame_bucket in FRAMES for c in chunks)
+    # exact shapes: no padding on either axis
+    assert all(c.trace.token_bucket == len(phonemes_to_ids(c.phonemes, synth.vocab)) for c in chunks)
+    assert all(c.trace.frame_bucket == c.trace.durations.sum() <= FRAMES for c in chunks)
     assert " ".join(c.text for c in chunks).split() == TEXT.split()
     assert all(np.isfinite(c.audio).all() and c.audio.size > 0 for c in chunks)
 
@@ -101,14 +103,14 @@ def test_first_chunks_of_100k_characters_come_before_the_rest_is_phonemized(synt
     assert spoken == text.split()[: len(spoken)]
 
 
-def test_a_chunk_too_long_for_the_frame_buckets_is_halved(synth):
+def test_a_chunk_too_long_for_the_frame_limit_is_halved(synth):
     # at half speed every token lasts twice as long: full chunks overflow 48 frames
     text = "Nevertheless, the river kept on running quietly."
     words = synth._g2p().words(text)
     pieces = pack(words, synth.chunk_limit)
     chunks = list(synth.stream(text, speed=0.5))
     assert len(chunks) > len(pieces)
-    assert all(c.trace.frame_bucket <= FRAMES[-1] for c in chunks)
+    assert all(c.trace.frame_bucket <= FRAMES for c in chunks)
     assert "".join(c.phonemes for c in chunks).replace(" ", "") == "".join(
         p.phonemes for p in pieces
     ).replace(" ", "")
@@ -121,7 +123,8 @@ def _wav_frames(path):
         return np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
 
 
-def test_say_streams_a_document_from_a_file(build_dir, chunks, tmp_path, capsys):
+def test_say_streams_a_document_from_a_file(build_dir, tmp_path, capsys):
+    chunks = list(Synthesizer(build_dir[0]).stream(TEXT, seed=7))  # say's limits
     document = tmp_path / "doc.txt"
     document.write_text(TEXT, encoding="utf-8")
     wav = tmp_path / "doc.wav"

@@ -16,7 +16,7 @@ from tvm.s_tir import transform as s_tir_transform
 from tvm.script import tirx as T
 
 from kokoro_ext import native
-from kokoro_ext.compiler import StageRunner
+from kokoro_ext.runner import StageRunner
 from kokoro_ext.frontend import custom_convert_map
 from kokoro_ext.frontend.winograd import length_bounds
 from kokoro_ext.schedule import VectorizeReduction, library_dispatch_passes, relax_pipeline

@@ -73,8 +73,10 @@ class ExactSTFT(nn.Module):
         # on atan2's branch cut, where pi and -pi differ by 2 pi for the network that reads
         # the phase.  These are DC and Nyquist, and all of frame 0, whose reflect-padded
         # input is symmetric about the window centre.
-        imag = torch.where(self.real_bins, torch.zeros_like(imag), imag)
-        imag = torch.cat([torch.zeros_like(imag[..., :1]), imag[..., 1:]], dim=-1)
+        # (A mask rather than a slice for frame 0: a slice to the end of a symbolic length
+        # leaves TVM a shape min(INT64_MAX, frames) that does not simplify.)
+        first_frame = torch.arange(imag.shape[-1], device=imag.device) == 0
+        imag = torch.where(self.real_bins | first_frame, torch.zeros_like(imag), imag)
         return torch.sqrt(real * real + imag * imag), torch.atan2(imag, real)
 
     def _reflect_pad_to_length(self, x: Tensor, lengths: Tensor) -> Tensor:

@@ -1,11 +1,13 @@
 """Winograd for the long stride-1 convolutions: a Relax pass over the imported module.
 
-It runs in the pipeline right after kokoro_ext.dispatch.DispatchNativeKernels, on the
-imported module (the importer binds the weights as constants when it finishes): a
-``kokoro_ext.conv1d`` call with stride 1 and a constant filter, for a shape where the
-native library says Winograd pays, becomes ``kokoro_ext.conv1d_winograd``
-(cpp/src/winograd.cc) on the filter transformed here, once, the way TVM's
-conv2d_winograd_without_weight_transform takes a pre-transformed weight.
+It runs in the pipeline right after kokoro_ext.dispatch.DispatchNativeKernels: a
+``kokoro_ext.conv1d`` call with stride 1, for a shape where the native library says
+Winograd pays, becomes ``kokoro_ext.conv1d_winograd`` (cpp/src/winograd.cc) on a
+transformed filter, the way TVM's conv2d_winograd_without_weight_transform takes a
+pre-transformed weight.  A constant filter is transformed here, once.  A filter that is a
+weight parameter of the function (the build keeps weights as parameters, see
+kokoro_ext.compiler) gets a ``kokoro_ext.winograd_filter`` call on it, which
+LiftTransformParams then moves into the weight transform the build runs once.
 
 Whether Winograd pays depends on the output length.  A symbolic length (torch.export's
 Dim) has the bounds the importer records in the function's ``tir_var_lower_bound`` and
@@ -31,6 +33,7 @@ from kokoro_ext.dispatch import NATIVE_CONV1D
 
 NATIVE_CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"
 NATIVE_CONV1D_WINOGRAD_IF_PAYS = "kokoro_ext.conv1d_winograd_if_pays"
+NATIVE_WINOGRAD_FILTER = "kokoro_ext.winograd_filter"
 _CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
 
 
@@ -78,7 +81,7 @@ def _winograd_call(
         return None
     options, x, w, bias = call.args[1].fields
     (stride, padding, dilation) = (int(v) for v in options.values)
-    if stride != 1 or not isinstance(w, tvm.ir.expr.Constant):
+    if stride != 1 or not isinstance(w, (tvm.ir.expr.Constant, relax.Var)):
         return None
     # Shapes from the types: the weights are copied out only for a filter that is transformed.
     c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
@@ -93,7 +96,13 @@ def _winograd_call(
     if longest is None and not pays(c_in, c_out, taps, dilation, 1 << 40):
         return None  # not at any length: the channels or taps rule it out
     options = relax.ShapeExpr([padding, dilation, taps])
-    gw = relax.const(winograd_filter(w.value.numpy()))
+    if isinstance(w, relax.Var):
+        shape = tvm_ffi.get_global_func("kokoro_ext.winograd_filter_shape")(c_out, c_in, taps)
+        gw = relax.call_dps_packed(
+            NATIVE_WINOGRAD_FILTER, [w], relax.TensorType(list(shape), "float32")
+        )
+    else:
+        gw = relax.const(winograd_filter(w.value.numpy()))
     if pays(c_in, c_out, taps, dilation, shortest):
         return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD, [options, x, gw, bias], call.ty_args[0])
     args = [options, x, w, gw, bias]
@@ -121,7 +130,7 @@ class _Rewriter(relax.PyExprMutator):
 
 @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.WinogradConv1d")
 def winograd_conv1d(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-    """Send the native stride-1 conv1d calls with constant filters to Winograd where it pays."""
+    """Send the native stride-1 conv1d calls to Winograd where it pays."""
     native.load()
     rewriter = _Rewriter(mod)
     for gv, func in mod.functions_items():
