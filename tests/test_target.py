@@ -240,3 +240,14 @@ def test_host_detection_reads_the_llvm_host_query():
     host = HostCPU.detect()
     assert host.name and {"sse2", "avx2", "avx512f"} <= set(host.features)
     assert np.all([isinstance(v, bool) for v in host.features.values()])
+
+
+@pytest.mark.parametrize(
+    "name,coretype",
+    [("zen3-kvm", None), ("zen4-no-avx512", None), ("x86-64-v2", None),
+     ("zen4-kvm", "SkylakeX"), ("intel-amx", "SkylakeX")],
+)  # fmt: skip
+def test_openblas_gets_its_avx512_kernels_only_where_the_host_has_them(name, coretype):
+    from kokoro_ext.native import openblas_coretype
+
+    assert openblas_coretype(HOSTS[name]) == coretype
