@@ -7,9 +7,10 @@ Engines, all with the same weights, voice, input and harmonic-source noise:
   ONNX Runtime    the stage modules exported to fp32 ONNX, CPU provider
   TVM             ``python -m kokoro_ext.build`` artifacts, run by kokoro_ext.pipeline
 
-The last three run through the same host pipeline (kokoro_ext.engines), on token and frame
-buckets cut to the inputs (a deployment's coarser buckets add padding to every engine but
-the kokoro baseline).  Calls are interleaved across engines and input lengths, warm-up
+The last three run through the same host pipeline (kokoro_ext.engines), each input at its
+own token and frame lengths (the TVM build runs every length with one library per stage;
+the other engines' stage modules are exported per shape).  bench/user.py measures what a
+user gets (fresh processes, G2P, real texts); this bench isolates the stages.  Calls are interleaved across engines and input lengths, warm-up
 (compilation, export, first load) excluded and reported apart; the table shows medians.
 FLOPs are counted on kokoro's model with torch.utils.flop_counter and set against the
 machine's fp32 peak as measured by a large matrix product.
@@ -136,7 +137,9 @@ def main() -> None:
                 torch.tensor([inputs[n]]), torch.from_numpy(styles[n]), 1.0
             )
         frames[n], flops[n] = int(durations.sum()), counter.get_total_flops()
-    frame_buckets = {n: -(-frames[n] // 16) * 16 for n in lengths}
+    # every engine at the input's own lengths (the TVM build runs any length; the other
+    # engines' stages are exported per shape)
+    frame_buckets = frames
 
     runs = {}
     stage_timer = None
@@ -144,8 +147,6 @@ def main() -> None:
         tvm_dir = args.out / "tvm"
         if not args.reuse:
             build_args = ["--out", str(tvm_dir), "--target", args.target, "--seed", str(args.seed)]
-            build_args += ["--tokens", ",".join(map(str, lengths))]
-            build_args += ["--frames", ",".join(map(str, sorted(set(frame_buckets.values()))))]
             for flag in ("config", "weights", "voice"):
                 if getattr(args, flag):
                     build_args += [f"--{flag}", str(getattr(args, flag))]

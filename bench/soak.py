@@ -38,7 +38,7 @@ def rss_mb() -> float:
 
 
 def small_build(root: Path) -> Path:
-    """The tests' small-config build (two token and two frame buckets) under ``root``."""
+    """The tests' small-config build under ``root``."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from small_build import build_small
 

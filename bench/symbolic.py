@@ -3,11 +3,9 @@
     python bench/symbolic.py [--config small|full] [--stages text,prosody,source,decoder]
                              [--lengths 37,61] [--repeat 5] [--plot symbolic.png]
 
-For every stage: export with a ``torch.export.Dim`` on its time axis (derived axes
-written as what they are: ``2*frames`` for F0/N, ``120*frames+1`` for the spectrum;
-the source stage's Dim is F0's axis 1, its noise a multiple of it),
-import, compile with the project's pipeline (native-kernel dispatch included), run at
-each length; compile the static-shape stage at the same length; print compile time,
+For every stage: export with the build's symbolic batch and time axes
+(``StageSpec.dynamic``), import, compile with the project's pipeline (native-kernel
+dispatch included), run at each length; compile the static-shape stage at the same length; print compile time,
 run time (best of ``--repeat``) and the max-abs difference of the two, and how many
 GEMM-shaped ops were left to TVM's generic lowering.  Random weights: speed and parity,
 not speech.
@@ -22,47 +20,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import tvm
-from torch.export import Dim
-from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.runner import StageRunner
-from kokoro_ext.frontend import custom_convert_map
+from kokoro_ext.compiler import compile_module
 from kokoro_ext.model import build_model, load_config, small_config
-from kokoro_ext.schedule import relax_pipeline
+from kokoro_ext.runner import StageRunner
 from kokoro_ext.stages import STAGES
 from kokoro_ext.target import parse_target
 
 
-def _dynamic_shapes(stage: str, example) -> tuple:
-    if stage == "text":
-        tokens = Dim("tokens", min=2, max=510)
-        return ({1: tokens}, None, None)
-    frames = Dim("frames", min=2, max=2048)
-    if stage == "prosody":
-        return ({2: frames}, None, None)
-    if stage == "decoder":
-        spectrum_per_frame = (example[5].shape[2] - 1) // example[0].shape[2]
-        return ({2: frames}, {1: 2 * frames}, {1: 2 * frames}, None, None,
-                {2: spectrum_per_frame * frames + 1})  # fmt: skip
-    if stage == "source":
-        # The Dim is F0's axis 1 whatever its layout ([1, 2 frames] or FramePairs'
-        # [1, frames, 2]): every symbolic variable must be some input's whole dimension, or
-        # TVM's VM cannot read it off the inputs (it does not solve 2 * frames = F0.shape[1]).
-        f0_axis = Dim("f0_axis", min=2, max=4096)
-        samples_per_step = example[2].shape[1] // example[0].shape[1]
-        return ({1: f0_axis}, None, {1: samples_per_step * f0_axis})
-    raise ValueError(f"no symbolic export for stage {stage!r}")
-
-
 def _compile(module, example, dynamic, target):
     start = time.perf_counter()
-    with torch.no_grad():
-        program = torch.export.export(module, example, dynamic_shapes=dynamic)
-    mod = from_exported_program(program, custom_convert_map=custom_convert_map())
-    target = tvm.target.Target(target)
-    executable = tvm.compile(mod, target=target, relax_pipeline=relax_pipeline(target))
-    return StageRunner(executable), time.perf_counter() - start
+    compiled = compile_module(module, example, target, dynamic_shapes=dynamic)
+    return StageRunner(compiled.executable), time.perf_counter() - start
 
 
 def _timed(runner, inputs, repeat):
@@ -94,10 +63,9 @@ def main(argv=None) -> None:
     for stage in args.stages.split(","):
         spec = STAGES[stage]
         module = spec.module(model).eval()
-        example = spec.example(model, lengths[0])
-        symbolic, symbolic_compile = _compile(
-            module, example, _dynamic_shapes(stage, example), target
-        )
+        # exactly what the build compiles: the stage's batch and time axes symbolic
+        example = spec.batched_example(model, lengths[0])
+        symbolic, symbolic_compile = _compile(module, example, spec.dynamic(model), target)
         for length in lengths:
             inputs = spec.example(model, length)
             torch.manual_seed(length)

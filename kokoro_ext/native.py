@@ -95,8 +95,9 @@ def check_runs_here(library: Path, host: HostCPU | None = None) -> CPURecord:
 
 #: OpenBLAS's AVX-512 kernels and the instructions they use.  Its run-time CPU detection
 #: gives CPUs it does not know (AMD Zen 5, or a KVM guest with masked CPUID) its AVX2
-#: "Haswell" kernels: the decoder's GEMMs then run at half the vector width (0.37 s vs
-#: 0.25 s for "Hello world." on a Zen 5 guest).
+#: "Haswell" kernels, and so does an inherited OPENBLAS_CORETYPE=Haswell set for such
+#: guests: the decoder's GEMMs then run at half the vector width (0.37 s vs 0.25 s for
+#: "Hello world." on a Zen 5 guest).
 _OPENBLAS_AVX512 = ("SkylakeX", frozenset({"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"}))
 
 
@@ -118,14 +119,22 @@ def load() -> Path:
     if _loaded is None:
         path = library_path()
         check_runs_here(path)
-        # OpenBLAS reads this once, when the kernel library loads it; a user's own
-        # OPENBLAS_CORETYPE wins.
-        coretype = openblas_coretype()
-        if coretype and "OPENBLAS_CORETYPE" not in os.environ:
+        # The kernels link a private OpenBLAS (scipy-openblas32; numpy has its own), which
+        # reads OPENBLAS_CORETYPE once, when it is loaded with them: set it for that load
+        # only, from the host's verified features (KOKORO_EXT_OPENBLAS_CORETYPE overrides).
+        coretype = os.environ.get("KOKORO_EXT_OPENBLAS_CORETYPE") or openblas_coretype()
+        inherited = os.environ.get("OPENBLAS_CORETYPE")
+        if coretype:
             os.environ["OPENBLAS_CORETYPE"] = coretype
-        # RTLD_GLOBAL is not needed: registration happens in the library's static
-        # initializers, into the libtvm_ffi.so that Python already has loaded.
-        ctypes.CDLL(str(path))
+        try:
+            # RTLD_GLOBAL is not needed: registration happens in the library's static
+            # initializers, into the libtvm_ffi.so that Python already has loaded.
+            ctypes.CDLL(str(path))
+        finally:
+            if inherited is None:
+                os.environ.pop("OPENBLAS_CORETYPE", None)
+            else:
+                os.environ["OPENBLAS_CORETYPE"] = inherited
         _loaded = path
     return _loaded
 
