@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 MANIFEST = "manifest.json"
@@ -43,7 +45,11 @@ def sha256(path: str | Path) -> str:
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     """Write ``manifest.json`` with the format version."""
     manifest = {"format": FORMAT, **manifest}
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    # a new file renamed over the old: a reader never sees half a manifest, and a build
+    # that shares files with another by hard links never writes into the other's
+    staging = directory / f".{MANIFEST}.{os.getpid()}"
+    staging.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    os.replace(staging, directory / MANIFEST)
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
@@ -76,15 +82,20 @@ def listed_files(manifest: dict[str, Any]) -> dict[str, str]:
     return files
 
 
-def verify(directory: str | Path, manifest: dict[str, Any]) -> None:
-    """ValueError naming the first listed file that is missing or whose bytes changed.
+def verify(
+    directory: str | Path, manifest: dict[str, Any], names: Iterable[str] | None = None
+) -> None:
+    """ValueError naming the first listed file (of ``names``, default all) that is missing
+    or whose bytes changed.
 
-    A stage library that is not what was built can crash the process or produce noise,
-    so the runtime checks the whole build before it loads any of it.
+    A stage library or weights file that is not what was built can crash the process or
+    produce noise, so the runtime checks every file before it loads it.
     """
     directory = Path(directory)
     rebuild = f"rebuild with `python -m kokoro_ext.build --out {directory}`"
-    for name, expected in listed_files(manifest).items():
+    listed = listed_files(manifest)
+    for name in listed if names is None else names:
+        expected = listed[name]
         path = directory / name
         if not path.is_file():
             raise ValueError(f"{path} is listed in {MANIFEST} but missing; {rebuild}")

@@ -94,8 +94,9 @@ class Synthesizer:
     """Loads a build (``python -m kokoro_ext.build --out DIR``) and synthesizes speech.
 
     Loading refuses a build it cannot run faithfully, naming why: another TVM version or
-    patch series, a CPU this host is not, or a file whose SHA-256 differs from the
-    manifest.  Each stage (one library for every length) is loaded on its first use, its
+    patch series, a CPU this host is not, a missing file, or a file whose SHA-256 differs
+    from the manifest (a stage's files are hashed when the stage is loaded, before
+    anything of it is).  Each stage (one library for every length) is loaded on its first use, its
     weights memory-mapped.
 
     One Synthesizer may be shared between threads.  Calls are serialized by a lock, one
@@ -118,7 +119,17 @@ class Synthesizer:
         if here is not None:
             check_patches(self.manifest.get("patches", {}), here, self.directory)
         check_runs_here(self.manifest.get("target", "llvm"))
-        artifacts.verify(self.directory, self.manifest)
+        # every file must be listed and present now; the stages' bytes are checked when
+        # each is loaded (hashing 300 MB of weights is a third of a second)
+        artifacts.verify(self.directory, self.manifest, [artifacts.CONFIG, artifacts.VOICE])
+        for entry in self.manifest["stages"].values():
+            for file in (entry["file"], entry["weights"]["file"]):
+                if not (self.directory / file).is_file():
+                    raise ValueError(
+                        f"{self.directory / file} is listed in {artifacts.MANIFEST} but "
+                        f"missing; rebuild with `python -m kokoro_ext.build --out "
+                        f"{self.directory}`"
+                    )
         self.config = json.loads((self.directory / artifacts.CONFIG).read_text())
         self.vocab: dict[str, int] = self.config["vocab"]
         self.geometry = Geometry(**self.manifest["geometry"])
@@ -136,6 +147,8 @@ class Synthesizer:
         with self._load_lock:  # two threads' first use of a stage must load it once
             if name not in self._runners:
                 entry = self.manifest["stages"][name]
+                files = [entry["file"], entry["weights"]["file"]]
+                artifacts.verify(self.directory, self.manifest, files)
                 library = tvm.runtime.load_module(str(self.directory / entry["file"]))
                 weights = entry["weights"]
                 arrays = load_weights(
