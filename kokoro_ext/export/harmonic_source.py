@@ -42,7 +42,10 @@ class HarmonicSource(nn.Module):
         rad = (f0 * orders / self.sampling_rate) % 1
         # Same interpolations as kokoro's SineGen._f02sine (flag_for_pulse=False).
         rad = downsample(rad, self.upsample_scale)
-        phase = torch.cumsum(rad, dim=1) * 2 * math.pi
+        # PyTorch accumulates a float32 cumsum in double on the CPU; TVM's scan would add
+        # in float32, and over a long utterance the phase (thousands of radians) then
+        # drifts by float32 steps: accumulate in float64 here, as kokoro effectively does.
+        phase = torch.cumsum(rad.to(torch.float64), dim=1).to(rad.dtype) * 2 * math.pi
         phase = upsample(phase * self.upsample_scale, self.upsample_weights)
         voiced = (f0 > self.voiced_threshold).to(f0.dtype)
         noise_amp = voiced * self.noise_std + (1 - voiced) * self.sine_amp / 3
