@@ -309,15 +309,19 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.sentences = SENTENCES[: args.first] if args.first else SENTENCES
     result = run(args)
-    table = format_tables(result)
+    write_results(args.out, "quality", result, format_tables(result), plot)
+    return 0
+
+
+def write_results(out: Path, name: str, result: dict, table: str, plot) -> None:
+    """Print ``table``; write ``name``.json, .txt and .png (``plot(result, path)``) to ``out``."""
     print()
     print(table)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "quality.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-    (args.out / "quality.txt").write_text(table + "\n")
-    plot(result, args.out / "quality.png")
-    print(f"\nwrote {args.out / 'quality.txt'}, quality.json, quality.png")
-    return 0
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    (out / f"{name}.txt").write_text(table + "\n")
+    plot(result, out / f"{name}.png")
+    print(f"\nwrote {out / (name + '.txt')}, {name}.json, {name}.png")
 
 
 if __name__ == "__main__":

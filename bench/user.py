@@ -719,13 +719,9 @@ def main(argv=None) -> int:
               for e, w in result["warm"].items() if "texts" in w}
     result["same_chunks"] = (len({json.dumps(c, sort_keys=True) for c in chunks.values()}) == 1
                              if len(chunks) > 1 else None)
-    table = format_table(result)
-    print("\n" + table)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "user.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-    (args.out / "user.txt").write_text(table + "\n")
-    plot(result, args.out / "user.png")
-    print(f"\nwrote {args.out / 'user.txt'}, user.json, user.png")
+    from quality import write_results  # bench/quality.py
+
+    write_results(args.out, "user", result, format_table(result), plot)
     return 0
 
 
