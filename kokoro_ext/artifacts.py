@@ -83,10 +83,13 @@ def listed_files(manifest: dict[str, Any]) -> dict[str, str]:
 
 
 def verify(
-    directory: str | Path, manifest: dict[str, Any], names: Iterable[str] | None = None
+    directory: str | Path,
+    manifest: dict[str, Any],
+    names: Iterable[str] | None = None,
+    check_bytes: bool = True,
 ) -> None:
-    """ValueError naming the first listed file (of ``names``, default all) that is missing
-    or whose bytes changed.
+    """ValueError naming the first listed file (of ``names``, default all) that is missing,
+    has no SHA-256 in the manifest, or (``check_bytes``) whose bytes changed.
 
     A stage library or weights file that is not what was built can crash the process or
     produce noise, so the runtime checks every file before it loads it.
@@ -101,7 +104,7 @@ def verify(
             raise ValueError(f"{path} is listed in {MANIFEST} but missing; {rebuild}")
         if expected is None:
             raise ValueError(f"{directory / MANIFEST} records no SHA-256 for {name}; {rebuild}")
-        if sha256(path) != expected:
+        if check_bytes and sha256(path) != expected:
             raise ValueError(
                 f"{path} does not match {MANIFEST} (SHA-256 differs): the file was changed or "
                 f"corrupted after the build; {rebuild}"

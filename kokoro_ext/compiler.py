@@ -1,10 +1,11 @@
 """torch.export -> Relax (our converters) -> tvm.compile, for one stage or module.
 
-A build compiles each stage once with its time axis symbolic and its weights as
-parameters (``compile_stage``): the library holds code only (and the weight transform
-LiftTransformParams made, ``main_transform_params``, which the runtime runs once at load:
-kokoro_ext.runner), and the weights are stored apart, once (kokoro_ext.weights).  ``compile_module`` compiles a module on static shapes with its
-weights bound as constants, for tests and comparisons.
+A build compiles each stage once with its batch and time axes symbolic and its weights
+as parameters (``compile_stage``): the library holds code only (and the weight transform
+LiftTransformParams made, ``main_transform_params``, which the runtime runs once at
+load: kokoro_ext.runner), and the weights are stored apart, once (kokoro_ext.weights).
+``compile_module`` compiles a module with its weights bound as constants, for tests and
+comparisons.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from tvm.relax.frontend.torch import from_exported_program
 from kokoro_ext.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.schedule import relax_pipeline
 from kokoro_ext.stages import StageSpec
-
 
 
 @dataclass
@@ -71,8 +71,8 @@ def compile_stage(
     lstm_backend: LstmBackend = "native",
     native_dense: bool = True,
 ) -> CompiledStage:
-    """Compile ``spec``'s stage of ``model`` once for every length (its symbolic axis), with
-    the weights as parameters."""
+    """Compile ``spec``'s stage of ``model`` once for every batch and length (its symbolic
+    axes), with the weights as parameters, in the order ``weight_names`` records."""
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     mod, ir_lines, seconds, names = _import(
