@@ -23,7 +23,7 @@ from kokoro_ext.stages import Geometry
 from kokoro_ext.target import check_runs_here
 from kokoro_ext.text import PAUSES, Phonemizer, Piece, phonemes_to_ids
 from kokoro_ext.text.chunking import Break, drop_other_scripts, pack, split_in_two, split_sentences
-from kokoro_ext.weights import entries_from_json, load_weights
+from kokoro_ext.weights import drop_resident_pages, entries_from_json, load_weights
 
 SAMPLE_RATE = 24_000
 SPEED_RANGE = (0.5, 2.0)
@@ -148,6 +148,7 @@ class Synthesizer:
                     self.directory / weights["file"], entries_from_json(weights["tensors"])
                 )
                 self._runners[name] = StageRunner(library, arrays)
+                drop_resident_pages(arrays)  # read by the transform, not needed again
             return self._runners[name]
 
     def load(self) -> None:

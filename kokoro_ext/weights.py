@@ -10,6 +10,7 @@ with the page cache, and the arrays reach TVM through DLPack without a copy.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,24 @@ def load_weights(path: str | Path, entries: Sequence[WeightEntry]) -> list[np.nd
     return [
         data[e.offset : e.offset + e.nbytes].view(e.dtype).reshape(e.shape) for e in entries
     ]
+
+
+def drop_resident_pages(arrays: Sequence[np.ndarray]) -> None:
+    """Let the system drop the pages of the memory-mapped ``arrays`` read so far.
+
+    After a stage's weight transform the stored arrays it replaced are never read again;
+    their pages would stay resident as long as the mapping lives.  The mapping is private
+    and unwritten, so a page that is read again is simply read from the file again.
+    """
+    maps = {id(m): m for m in (_mapping(a) for a in arrays) if m is not None}
+    for mapping in maps.values():
+        mapping.madvise(mmap.MADV_DONTNEED)
+
+
+def _mapping(array: np.ndarray) -> mmap.mmap | None:
+    while array is not None and not isinstance(array, np.memmap):
+        array = array.base if isinstance(array.base, np.ndarray) else None
+    return getattr(array, "_mmap", None)
 
 
 def entries_from_json(values: Sequence) -> list[WeightEntry]:

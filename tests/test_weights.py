@@ -1,0 +1,38 @@
+"""Weights files (kokoro_ext.weights): aligned arrays, memory-mapped, pages droppable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kokoro_ext.weights import ALIGN, drop_resident_pages, load_weights, write_weights
+
+
+@pytest.fixture
+def arrays():
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s).astype(np.float32) for s in [(3,), (5, 7), (2, 3, 11)]]
+
+
+def test_arrays_come_back_aligned_and_equal(tmp_path, arrays):
+    entries = write_weights(tmp_path / "w", arrays)
+    assert all(e.offset % ALIGN == 0 for e in entries)
+    loaded = load_weights(tmp_path / "w", entries)
+    assert all(isinstance(a, np.memmap) for a in loaded)
+    assert all(np.array_equal(a, b) for a, b in zip(loaded, arrays))
+
+
+def test_dropped_pages_read_the_same_again(tmp_path, arrays):
+    loaded = load_weights(tmp_path / "w", write_weights(tmp_path / "w", arrays))
+    total = sum(float(a.sum()) for a in loaded)  # every page read
+    drop_resident_pages(loaded)
+    assert sum(float(a.sum()) for a in loaded) == total
+    assert all(np.array_equal(a, b) for a, b in zip(loaded, arrays))
+
+
+def test_a_truncated_file_is_refused(tmp_path, arrays):
+    entries = write_weights(tmp_path / "w", arrays)
+    data = (tmp_path / "w").read_bytes()
+    (tmp_path / "w").write_bytes(data[:-4])
+    with pytest.raises(ValueError, match="truncated or from another build"):
+        load_weights(tmp_path / "w", entries)
