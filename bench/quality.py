@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-SAMPLE_RATE = 24_000
+from kokoro_ext.wav import SAMPLE_RATE, write_wav
+
 ASR_RATE = 16_000
 
 SENTENCES = (
@@ -213,8 +214,6 @@ def run(args: argparse.Namespace) -> dict:
         for engine, (samples, rate) in audio.items():
             row["heard"][engine] = recognize(samples, rate)
             if args.keep_wavs:
-                from kokoro_ext.say import write_wav
-
                 args.keep_wavs.mkdir(parents=True, exist_ok=True)
                 write_wav(args.keep_wavs / f"{i:02d}-{engine}.wav", samples, rate)
         row["errors"] = {

@@ -70,7 +70,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VOICE = "af_heart"
-SAMPLE_RATE = 24_000
 #: kokoro's context is 512 tokens, two of them the boundaries.
 KOKORO_CHUNK_LIMIT = 510
 FRESH_CHUNK = "chunk "  # a child's stdout line that says its first audio is ready
@@ -282,6 +281,8 @@ class Engine:
     def stream(self, text: str):
         import numpy as np
 
+        from kokoro_ext.wav import SAMPLE_RATE
+
         for phonemes, pause in self.chunker(text):
             audio = np.asarray(self.speak(phonemes), np.float32).ravel()
             silence = np.zeros(round(pause * SAMPLE_RATE), np.float32)
@@ -376,9 +377,9 @@ def real_weights(artifacts: Path) -> bool:
 
 def fresh_child(args: argparse.Namespace) -> int:
     """One text, as a user's script: import, load, speak, write the WAV."""
-    import wave
-
     import numpy as np
+
+    from kokoro_ext.wav import write_wav
 
     engine = RUNNERS[args.child](args)
     engine.load()
@@ -387,17 +388,14 @@ def fresh_child(args: argparse.Namespace) -> int:
         if i == 0:
             print(f"{FRESH_CHUNK}0", flush=True)
         pieces.append(audio)
-    audio = np.concatenate(pieces)
-    with wave.open(str(args.wav), "wb") as f:
-        f.setnchannels(1)
-        f.setsampwidth(2)
-        f.setframerate(SAMPLE_RATE)
-        f.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    write_wav(args.wav, np.concatenate(pieces))
     return 0
 
 
 def warm_child(args: argparse.Namespace) -> int:
     """One engine, long-lived: load, warm up, then every text ``--repeat`` times."""
+    from kokoro_ext.wav import SAMPLE_RATE
+
     engine = RUNNERS[args.child](args)
     result: dict = {"texts": {}}
     start = time.perf_counter()

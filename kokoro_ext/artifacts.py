@@ -5,7 +5,7 @@ a manifest.
 <dir>/config.json            the model config (vocab and dimensions the runtime needs)
 <dir>/voice.npy              the default voice pack, float32 [510, 1, 256]
 <dir>/<stage>.so             one compiled library per stage, code only, any length
-<dir>/<stage>.weights        its weights, as the library takes them (kokoro_ext.weights)
+<dir>/<stage>.weights        its weights, as the checkpoint has them (kokoro_ext.weights)
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Build the compiled stages: ``python -m kokoro_ext.build --target llvm [options]``.
 
 Compiles every stage (kokoro_ext.stages) once, for every length, and writes one library
-per stage, the stage's weights (transformed for it, stored once: kokoro_ext.weights), the
-config, the default voice and a manifest to ``--out``.  The weights are the real
+per stage, the stage's weights (as the checkpoint has them, stored once:
+kokoro_ext.weights), the config, the default voice and a manifest to ``--out``.  The weights are the real
 Kokoro-82M v1.0 that ``python -m kokoro_ext.fetch`` downloaded, unless ``--weights FILE``
 or ``--random-weights`` says otherwise.  ``--weights-only`` re-points an existing build at
 other weights of the same architecture without compiling.  The directory is replaced
@@ -109,17 +109,21 @@ def _source(path: Path | None, seed: int, name: str | None = None) -> dict[str, 
     return {"name": name, **source} if name else source
 
 
+def resolve_weights(args: argparse.Namespace) -> Path | None:
+    """The weights file of a build, None for random weights: without --weights the fetched
+    Kokoro-82M model (ValueError saying how to fetch it if it is missing)."""
+    if args.random_weights:
+        return None
+    return args.weights if args.weights is not None else cache.default_weights()
+
+
 def resolve_sources(args: argparse.Namespace) -> tuple[Path | None, Path | None, str | None]:
     """(weights file, voice file, voice name) of a build: None for random ones.
 
-    Without --weights the fetched Kokoro-82M model (ValueError saying how to fetch it if
-    it is missing); without --voice the fetched af_heart, or a random voice with
-    --random-weights.
+    Weights as ``resolve_weights``; without --voice the fetched af_heart, or a random voice
+    with --random-weights.
     """
-    if args.random_weights:
-        weights = None
-    else:
-        weights = args.weights if args.weights is not None else cache.default_weights()
+    weights = resolve_weights(args)
     spec = args.voice
     if spec is None and weights is None:
         return None, None, None
@@ -209,7 +213,7 @@ def rebuild_weights(args: argparse.Namespace, log=print) -> Path:
     out = args.out.resolve()
     manifest = artifacts.read_manifest(out)
     config = json.loads((out / artifacts.CONFIG).read_text())
-    weights, _, _ = resolve_sources(args)
+    weights = resolve_weights(args)  # the build's voice stays
     log(f"weights: {weights or f'random (seed {args.seed})'} for the stages in {out}")
     model = build_model(config, weights=weights, seed=args.seed)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.weights-", dir=out.parent))

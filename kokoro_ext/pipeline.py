@@ -98,8 +98,8 @@ def synthesize_ids(
     geometry: Geometry,
     input_ids: Sequence[int],
     style: np.ndarray,
-    token_buckets: Sizes,
-    frame_buckets: Sizes,
+    token_sizes: Sizes,
+    frame_sizes: Sizes,
     speed: float = 1.0,
     seed: int = 0,
 ) -> Trace:
@@ -111,7 +111,7 @@ def synthesize_ids(
     NonFiniteOutput naming the stage whose valid output holds NaN or Inf.
     """
     tokens = len(input_ids)
-    token_bucket = pick_bucket(tokens, token_buckets, "tokens")
+    token_bucket = pick_bucket(tokens, token_sizes, "tokens")
     ids = np.zeros((1, token_bucket), dtype=np.int64)
     ids[0, :tokens] = input_ids
     token_lengths = np.array([tokens], dtype=np.int64)
@@ -127,7 +127,7 @@ def synthesize_ids(
 
     durations = np.maximum(np.round(duration[0, :tokens] / speed), 1).astype(np.int64)
     frames = int(durations.sum())
-    frame_bucket = pick_bucket(frames, frame_buckets, "frames")
+    frame_bucket = pick_bucket(frames, frame_sizes, "frames")
     alignment = alignment_matrix(torch.from_numpy(durations), frame_bucket).numpy()
     en = (d[0, :tokens].T @ alignment)[None]  # [1, C, frames]
     asr = (t_en[0, :, :tokens] @ alignment)[None]

@@ -23,9 +23,9 @@ from kokoro_ext.stages import Geometry
 from kokoro_ext.target import check_runs_here
 from kokoro_ext.text import PAUSES, Phonemizer, Piece, phonemes_to_ids
 from kokoro_ext.text.chunking import Break, drop_other_scripts, pack, split_in_two, split_sentences
+from kokoro_ext.wav import SAMPLE_RATE
 from kokoro_ext.weights import drop_resident_pages, entries_from_json, load_weights
 
-SAMPLE_RATE = 24_000
 SPEED_RANGE = (0.5, 2.0)
 #: Vocab symbols that are pauses and intonation, not sounds: a chunk of only these is skipped.
 SILENT_SYMBOLS = frozenset(" ;:,.!?¡¿—…\"«»“”()→↓↗↘")

@@ -16,36 +16,15 @@ import argparse
 import sys
 import threading
 import time
-import wave
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 
 from kokoro_ext.cache import FETCH_HINT, voices_dir
 from kokoro_ext.model.voices import list_voices
 from kokoro_ext.pipeline import NonFiniteOutput
-from kokoro_ext.runtime import SAMPLE_RATE, Synthesizer, join
-
-
-def pcm16(audio: np.ndarray) -> bytes:
-    """Float audio in [-1, 1] as little-endian 16-bit PCM bytes (clipped)."""
-    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-
-
-def open_wav(path: str | Path, sample_rate: int = SAMPLE_RATE) -> wave.Wave_write:
-    """A mono 16-bit WAV writer; frames written to it are on disk before it is closed."""
-    f = wave.open(str(path), "wb")
-    f.setnchannels(1)
-    f.setsampwidth(2)
-    f.setframerate(sample_rate)
-    return f
-
-
-def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
-    """Write float audio in [-1, 1] as 16-bit PCM mono WAV."""
-    with open_wav(path, sample_rate) as f:
-        f.writeframes(pcm16(audio))
+from kokoro_ext.runtime import Synthesizer, join
+from kokoro_ext.wav import SAMPLE_RATE, open_wav, pcm16, write_wav
 
 
 def read_text(text: str | None, file: Path | None) -> str:

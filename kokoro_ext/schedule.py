@@ -6,8 +6,9 @@ GEMM-shaped ops to the native kernels (kokoro_ext.dispatch), static or symbolic 
 alike, and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
 Winograd (kokoro_ext.frontend.winograd).  Then ``LiftTransformParams`` moves whatever
 depends on the weights alone (weight norm, transposes, Winograd filters) out of ``main``
-into ``main_transform_params``, which the build runs once (kokoro_ext.compiler): the
-stored weights are the transformed ones, and ``main`` never recomputes them.
+into ``main_transform_params``, which the runtime runs once when it loads a stage
+(kokoro_ext.runner): the build stores the weights as the checkpoint has them, and
+``main`` never recomputes their transforms.
 
 TVM 0.27's CPU pipeline (relax.backend.cpu_generic) fuses operators (FuseOps/FuseTIR) but
 applies no schedule to the fused functions: each op in a fused function stays its own

@@ -1,8 +1,9 @@
 """A stage's weights on disk: one flat file of aligned arrays, memory-mapped at load.
 
 The build stores the weights once, apart from the compiled code (kokoro_ext.compiler),
-as ``<stage>.weights``: the arrays ``main`` takes after its inputs, in order, each
-starting at a multiple of ``ALIGN`` bytes.  The layout (shape, dtype, offset of each
+as ``<stage>.weights``: the arrays the library's ``main_transform_params`` takes (the
+module's parameters as the checkpoint has them), in order, each starting at a multiple
+of ``ALIGN`` bytes.  The layout (shape, dtype, offset of each
 array) is recorded in the manifest as ``WeightEntry`` records.  Loading maps the file
 copy-on-write: pages are read from the file when a stage first touches them and shared
 with the page cache, and the arrays reach TVM through DLPack without a copy.
@@ -99,4 +100,11 @@ def entries_from_json(values: Sequence) -> list[WeightEntry]:
     return [WeightEntry.from_json(v) for v in values]
 
 
-__all__ = ["ALIGN", "WeightEntry", "entries_from_json", "load_weights", "write_weights"]
+__all__ = [
+    "ALIGN",
+    "WeightEntry",
+    "drop_resident_pages",
+    "entries_from_json",
+    "load_weights",
+    "write_weights",
+]
