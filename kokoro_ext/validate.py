@@ -5,11 +5,18 @@ same stage in PyTorch; then kokoro's own ``forward_with_tokens`` with the build'
 voice and the same noise.  Prints max-abs error and SNR per stage and for the waveform,
 and the number of source-phase points on atan2's branch cut (pi against -pi), which are
 not numerical error and are resolved before the waveform SNR is taken (also shown raw).
+
+Each stage output is also compared with the same PyTorch stage run in float64 on the same
+inputs, for both the build and PyTorch's float32: where float32 itself cannot resolve a
+value to the max-abs shown (a harmonic phase of thousands of radians, F0 in hundreds of
+Hz), the two float64 columns show whether the build is any further from exact arithmetic
+than kokoro's own float32 computation.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +42,9 @@ class Comparison:
     max_abs: float
     snr_db: float
     note: str = ""
+    #: max-abs from the float64 run of the same stage: the build's and PyTorch float32's
+    build_vs_f64: float | None = None
+    torch_vs_f64: float | None = None
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, note: str = "") -> Comparison:
@@ -45,6 +55,20 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, note: str = "") -> Com
     return Comparison(name, float(np.abs(got - want).max()), snr, note)
 
 
+def _spectrum_as_complex(s: np.ndarray) -> np.ndarray:
+    bins = s.shape[1] // 2
+    s = np.asarray(s, np.float64)
+    c = s[:, :bins] * np.exp(1j * s[:, bins:])
+    return np.stack([c.real, c.imag])
+
+
+def max_abs(got: np.ndarray, want: np.ndarray, spectrum: bool = False) -> float:
+    """Max-abs difference; a source spectrum (magnitude, phase) is compared as complex."""
+    if spectrum:
+        got, want = _spectrum_as_complex(got), _spectrum_as_complex(want)
+    return float(np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64)).max())
+
+
 def compare_spectrum(got: np.ndarray, want: np.ndarray) -> Comparison:
     """The source spectrum compared as complex values, which is free of the phase cut.
 
@@ -52,14 +76,29 @@ def compare_spectrum(got: np.ndarray, want: np.ndarray) -> Comparison:
     """
     bins = got.shape[1] // 2
     flips = int((np.abs(got[:, bins:] - want[:, bins:]) > np.pi).sum())
-    as_complex = lambda s: s[:, :bins] * np.exp(1j * s[:, bins:])  # noqa: E731
-    g, w = as_complex(got), as_complex(want)
     return compare(
         "source.spectrum",
-        np.stack([g.real, g.imag]),
-        np.stack([w.real, w.imag]),
+        _spectrum_as_complex(got),
+        _spectrum_as_complex(want),
         f"as complex; {flips} branch-cut flips in the phase",
     )
+
+
+def float64_provider(model: torch.nn.Module):
+    """The stage modules in float64: ``provider(name)(*numpy inputs) -> numpy outputs``."""
+    modules = {name: copy.deepcopy(spec.module(model)).double().eval() for name, spec in STAGES.items()}
+
+    def provider(name: str):
+        def run(*args):
+            tensors = [torch.from_numpy(np.asarray(a)) for a in args]
+            tensors = [t.double() if t.is_floating_point() else t for t in tensors]
+            with torch.no_grad():
+                out = modules[name](*tensors)
+            return [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
+
+        return run
+
+    return provider
 
 
 def validate(
@@ -72,18 +111,20 @@ def validate(
         synth.config, weights=weights, seed=manifest["weights"].get("random_seed", 0)
     )
     eager = torch_provider(model)
+    exact = float64_provider(model)
     results: list[Comparison] = []
 
     def run_both(name: str, bucket: int):
         compiled, reference = synth._stage(name, bucket), eager(name, bucket)
 
         def run(*args):
-            got, want = compiled(*args), reference(*args)
-            for out_name, g, w in zip(STAGES[name].outputs, got, want):
-                if out_name == "spectrum":
-                    results.append(compare_spectrum(g, w))
-                else:
-                    results.append(compare(f"{name}.{out_name}", g, w))
+            got, want, want64 = compiled(*args), reference(*args), exact(name)(*args)
+            for out_name, g, w, w64 in zip(STAGES[name].outputs, got, want, want64):
+                spectrum = out_name == "spectrum"
+                r = compare_spectrum(g, w) if spectrum else compare(f"{name}.{out_name}", g, w)
+                r.build_vs_f64 = max_abs(g, w64, spectrum)
+                r.torch_vs_f64 = max_abs(w, w64, spectrum)
+                results.append(r)
             return got
 
         return run
@@ -125,9 +166,15 @@ def validate(
 
 def format_table(results: Sequence[Comparison]) -> str:
     """The comparisons as an aligned text table."""
-    lines = [f"{'output':<28} {'max abs':>10} {'SNR dB':>8}  note"]
+    lines = [
+        f"{'output':<28} {'max abs':>10} {'SNR dB':>8} {'build-f64':>10} {'torch-f64':>10}  note"
+    ]
+    f64 = lambda v: f"{v:>10.2e}" if v is not None else f"{'':>10}"  # noqa: E731
     for r in results:
-        lines.append(f"{r.name:<28} {r.max_abs:>10.2e} {r.snr_db:>8.1f}  {r.note}")
+        lines.append(
+            f"{r.name:<28} {r.max_abs:>10.2e} {r.snr_db:>8.1f} {f64(r.build_vs_f64)} "
+            f"{f64(r.torch_vs_f64)}  {r.note}"
+        )
     return "\n".join(lines)
 
 

@@ -180,8 +180,8 @@ def test_torch_op_rejects_wrong_dtype_and_shape():
     with pytest.raises(ValueError, match="lengths must be int64"):
         lstm(torch.zeros(2, STEPS, INPUT), torch.tensor([2, 5], dtype=torch.int32))
     with pytest.raises(ValueError, match="x must be a float32"):
-        lstm(torch.zeros(2, STEPS, INPUT, dtype=torch.float64), torch.tensor([2, 5]))
-    with pytest.raises(ValueError, match=r"w_ih_first must be float32 \[1, 64, 7\]"):
+        lstm(torch.zeros(2, STEPS, INPUT, dtype=torch.float16), torch.tensor([2, 5]))
+    with pytest.raises(ValueError, match=r"w_ih_first must be torch.float32 \[1, 64, 7\] like x"):
         lstm(torch.zeros(2, STEPS, 7), torch.tensor([2, 5]))
     with pytest.raises(ValueError, match="outside"):
         lstm(torch.zeros(2, STEPS, INPUT), torch.tensor([STEPS + 1, 5]))

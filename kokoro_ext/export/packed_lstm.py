@@ -38,7 +38,8 @@ def check_packed_lstm_args(
     def fail(msg: str) -> None:
         raise ValueError(f"packed_lstm: {msg}")
 
-    if x.dim() != 3 or x.dtype != torch.float32:
+    # float64 runs only as validation's exact reference (kokoro_ext.validate)
+    if x.dim() != 3 or x.dtype not in (torch.float32, torch.float64):
         fail(f"x must be a float32 [batch, time, features] tensor, got {x.dtype} {list(x.shape)}")
     if w_hh.dim() != 4 or w_hh.shape[1] not in (1, 2) or w_hh.shape[2] != 4 * w_hh.shape[3]:
         fail(f"w_hh must be [layers, directions (1 or 2), 4*hidden, hidden], got {list(w_hh.shape)}")
@@ -52,8 +53,8 @@ def check_packed_lstm_args(
         "bias": (bias, [L, D, G]),
     }
     for name, (t, shape) in expected.items():
-        if list(t.shape) != shape or t.dtype != torch.float32:
-            fail(f"{name} must be float32 {shape}, got {t.dtype} {list(t.shape)}")
+        if list(t.shape) != shape or t.dtype != x.dtype:
+            fail(f"{name} must be {x.dtype} {shape} like x, got {t.dtype} {list(t.shape)}")
     if lengths.dtype != torch.int64 or list(lengths.shape) != [B]:
         fail(f"lengths must be int64 [{B}], got {lengths.dtype} {list(lengths.shape)}")
 

@@ -102,7 +102,7 @@ class ExactSTFT(nn.Module):
         if mask is None:
             mask = torch.ones(1, 1, frames, dtype=magnitude.dtype, device=magnitude.device)
         # Past the valid frames the envelope is 0; 1 there keeps the (zero) signal finite.
-        envelope = F.conv_transpose1d(mask, self.window_sq, stride=self.hop)
+        envelope = F.conv_transpose1d(mask.to(magnitude.dtype), self.window_sq, stride=self.hop)
         envelope = torch.where(envelope > 1e-11, envelope, torch.ones_like(envelope))
         pad = self.n_fft // 2
         length = self.hop * (frames - 1)
