@@ -58,8 +58,7 @@ void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po,
   }
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
   const int64_t blocks = OutputBlocks(B * tiles, C_out), block = (C_out + blocks - 1) / blocks;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t item = 0; item < B * tiles * blocks; ++item) {
+  ParallelFor(B * tiles * blocks, [&](int64_t item) {
     const int64_t b = item / (tiles * blocks), tile = item / blocks % tiles;
     const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
     const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
@@ -71,7 +70,7 @@ void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po,
                         taps + (k * C_out + o0) * C_in, C_in, xb + k * dilation, T_pad,
                         1.f, ob, T_out);
     }
-  }
+  });
 }
 
 /*! \brief Any-stride convolution through im2col tiles. */
@@ -79,32 +78,27 @@ void Conv1dIm2col(const float* px, const float* pw, const float* pb, float* po, 
                   int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t stride,
                   int64_t pad, int64_t dilation, int64_t T_out) {
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile, rows = C_in * K;
-#pragma omp parallel
-  {
+  ParallelFor(B * tiles, [&](int64_t item) {
     float* col = Workspace<0>(rows * kColumnTile);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t tile = 0; tile < tiles; ++tile) {
-        const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
-        const float* xb = px + b * C_in * T_in;
-        // im2col: row (c, k), column j reads x[c, (t0 + j) * stride - pad + k * dilation].
-        for (int64_t c = 0; c < C_in; ++c) {
-          for (int64_t k = 0; k < K; ++k) {
-            float* row = col + (c * K + k) * width;
-            const int64_t offset = k * dilation - pad;
-            for (int64_t j = 0; j < width; ++j) {
-              const int64_t t = (t0 + j) * stride + offset;
-              row[j] = (t >= 0 && t < T_in) ? xb[c * T_in + t] : 0.f;
-            }
-          }
+    const int64_t b = item / tiles, tile = item % tiles;
+    const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
+    const float* xb = px + b * C_in * T_in;
+    // im2col: row (c, k), column j reads x[c, (t0 + j) * stride - pad + k * dilation].
+    for (int64_t c = 0; c < C_in; ++c) {
+      for (int64_t k = 0; k < K; ++k) {
+        float* row = col + (c * K + k) * width;
+        const int64_t offset = k * dilation - pad;
+        for (int64_t j = 0; j < width; ++j) {
+          const int64_t t = (t0 + j) * stride + offset;
+          row[j] = (t >= 0 && t < T_in) ? xb[c * T_in + t] : 0.f;
         }
-        float* ob = po + b * C_out * T_out + t0;
-        for (int64_t o = 0; o < C_out; ++o) std::fill(ob + o * T_out, ob + o * T_out + width, pb[o]);
-        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C_out, width, rows, 1.f, pw,
-                          rows, col, width, 1.f, ob, T_out);
       }
     }
-  }
+    float* ob = po + b * C_out * T_out + t0;
+    for (int64_t o = 0; o < C_out; ++o) std::fill(ob + o * T_out, ob + o * T_out + width, pb[o]);
+    scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C_out, width, rows, 1.f, pw,
+                      rows, col, width, 1.f, ob, T_out);
+  });
 }
 
 /*!
@@ -165,36 +159,31 @@ void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::
   // input is walked in column tiles so that cols stays in cache.
   constexpr int64_t kChannelBlock = 16;
   const int64_t blocks = (C_out + kChannelBlock - 1) / kChannelBlock;
-#pragma omp parallel
-  {
+  ParallelFor(B * blocks, [&](int64_t item) {
     float* cols = Workspace<0>(kChannelBlock * K * kColumnTile);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t block = 0; block < blocks; ++block) {
-        const int64_t c0 = block * kChannelBlock, width = std::min(kChannelBlock, C_out - c0);
-        for (int64_t c = 0; c < width; ++c) {
-          float* oc = po + (b * C_out + c0 + c) * T_out;
-          std::fill(oc, oc + T_out, pb[c0 + c]);
-        }
-        for (int64_t t0 = 0; t0 < T_in; t0 += kColumnTile) {
-          const int64_t span = std::min(kColumnTile, T_in - t0);
-          scipy_cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width * K, span, C_in, 1.f,
-                            pw + c0 * K, C_out * K, px + b * C_in * T_in + t0, T_in, 0.f,
-                            cols, span);
-          for (int64_t c = 0; c < width; ++c) {
-            float* oc = po + (b * C_out + c0 + c) * T_out;
-            for (int64_t k = 0; k < K; ++k) {
-              const float* row = cols + (c * K + k) * span;
-              for (int64_t t = 0; t < span; ++t) {
-                const int64_t o = (t0 + t) * stride + k - pad;
-                if (o >= 0 && o < T_out) oc[o] += row[t];
-              }
-            }
+    const int64_t b = item / blocks, block = item % blocks;
+    const int64_t c0 = block * kChannelBlock, width = std::min(kChannelBlock, C_out - c0);
+    for (int64_t c = 0; c < width; ++c) {
+      float* oc = po + (b * C_out + c0 + c) * T_out;
+      std::fill(oc, oc + T_out, pb[c0 + c]);
+    }
+    for (int64_t t0 = 0; t0 < T_in; t0 += kColumnTile) {
+      const int64_t span = std::min(kColumnTile, T_in - t0);
+      scipy_cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width * K, span, C_in, 1.f,
+                        pw + c0 * K, C_out * K, px + b * C_in * T_in + t0, T_in, 0.f,
+                        cols, span);
+      for (int64_t c = 0; c < width; ++c) {
+        float* oc = po + (b * C_out + c0 + c) * T_out;
+        for (int64_t k = 0; k < K; ++k) {
+          const float* row = cols + (c * K + k) * span;
+          for (int64_t t = 0; t < span; ++t) {
+            const int64_t o = (t0 + t) * stride + k - pad;
+            if (o >= 0 && o < T_out) oc[o] += row[t];
           }
         }
       }
     }
-  }
+  });
 }
 
 void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
@@ -215,13 +204,12 @@ void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorVi
   const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
   // Small products (kokoro's AdaIN style projections: one row) cost less than waking
   // the thread team.
-#pragma omp parallel for schedule(dynamic, 1) if (M * N * K >= kMinParallelFlops)
-  for (int64_t tile = 0; tile < tiles; ++tile) {
+  ParallelFor(tiles, [&](int64_t tile) {
     const int64_t n0 = tile * kColumnTile, width = std::min(kColumnTile, N - n0);
     for (int64_t m = 0; m < M; ++m) std::memcpy(po + m * N + n0, pb + n0, width * sizeof(float));
     scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, width, K, 1.f, px, K,
                       pw + n0, N, 1.f, po + n0, N);
-  }
+  }, M * N * K >= kMinParallelFlops);
 }
 
 void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView out) {
@@ -236,11 +224,10 @@ void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView ou
   const float* pw = DataPtr<const float>(w);
   float* po = DataPtr<float>(out);
   // One GEMM per batch entry (ALBERT's attention heads), the heads spread over the cores.
-#pragma omp parallel for schedule(dynamic, 1) if (B * M * N * K >= kMinParallelFlops)
-  for (int64_t b = 0; b < B; ++b) {
+  ParallelFor(B, [&](int64_t b) {
     scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.f, px + b * M * K, K,
                       pw + b * K * N, N, 0.f, po + b * M * N, N);
-  }
+  }, B * M * N * K >= kMinParallelFlops);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
  */
 #include <kokoro_ext/simd.h>
 #include <kokoro_ext/tensor_args.h>
+#include <kokoro_ext/threading.h>
 #include <cblas.h>
 #include <tvm/ffi/container/shape.h>
 #include <tvm/ffi/function.h>
@@ -205,28 +206,24 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
     // BLAS GEMM per sample and direction, in parallel.  Per sample, so a sample's result
     // does not depend on the batch; single-threaded, so OpenBLAS's thread pool does not
     // compete with ours.
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-    for (int64_t d = 0; d < D; ++d) {
-      for (int64_t b = 0; b < B; ++b) {
-        const float* b_d = DataPtr<const float>(bias) + (l * D + d) * G;
-        float* p = proj.get() + (d * B + b) * T * G;
-        for (int64_t t = 0; t < T; ++t) std::memcpy(p + t * G, b_d, G * sizeof(float));
-        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, G, in_dim, 1.f,
-                          in + b * T * in_dim, in_dim, w_ih + d * G * in_dim, in_dim, 1.f, p, G);
-      }
-    }
+    ParallelFor(D * B, [&](int64_t task) {
+      const int64_t d = task / B, b = task % B;
+      const float* b_d = DataPtr<const float>(bias) + (l * D + d) * G;
+      float* p = proj.get() + (d * B + b) * T * G;
+      for (int64_t t = 0; t < T; ++t) std::memcpy(p + t * G, b_d, G * sizeof(float));
+      scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, G, in_dim, 1.f,
+                        in + b * T * in_dim, in_dim, w_ih + d * G * in_dim, in_dim, 1.f, p, G);
+    });
     std::vector<std::unique_ptr<float[]>> w_rec(D);
-#pragma omp parallel for schedule(static)
-    for (int64_t d = 0; d < D; ++d) {
+    ParallelFor(D, [&](int64_t d) {
       w_rec[d] = PackRecurrentWeights(DataPtr<const float>(w_hh) + (l * D + d) * G * H, G, H);
-    }
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t task = 0; task < D * B; ++task) {
+    });
+    ParallelFor(D * B, [&](int64_t task) {
       const int64_t d = task / B, b = task % B;
       const int64_t state = ((l * D + d) * B + b) * H;
       Recurrence(proj.get() + (d * B + b) * T * G, len[b], d == 1, w_rec[d].get(), H,
                  dst + b * T * D * H + d * H, D * H, hn + state, cn + state);
-    }
+    });
     layer_in.swap(layer_out);
     layer_out.resize(B * T * D * H);
   }

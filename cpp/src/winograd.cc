@@ -159,8 +159,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
 
   // X[b][c][p][v] = x[b][c][p + D v - pad], zero outside x.
   float* X = Workspace<0>(B * C_in * D * V);
-#pragma omp parallel for schedule(static)
-  for (int64_t bc = 0; bc < B * C_in; ++bc) {
+  ParallelFor(B * C_in, [&](int64_t bc) {
     const float* xc = x + bc * T_in;
     for (int64_t p = 0; p < D; ++p) {
       float* row = X + (bc * D + p) * V;
@@ -171,7 +170,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
       for (int64_t v = lo; v < hi; ++v) row[v] = xc[p + D * v - pad];
       std::fill(row + hi, row + V, 0.f);
     }
-  }
+  });
 
   // Items: (batch, phase, column tile, output-channel block).
   // Up to kMaxTileColumns tiles per item, fewer (down to kMinTileColumns) to give every
@@ -185,60 +184,56 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
   const int64_t block = (C_out + blocks - 1) / blocks;
   const int64_t width_in = width + (chunks - 1) * shift;
 
-#pragma omp parallel
-  {
+  ParallelFor(column_items * blocks, [&](int64_t item) {
     float* U = Workspace<1>(n * C_in * width_in);
     float* M = Workspace<2>(n * block * width);
     float* row = Workspace<3>(width);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < column_items * blocks; ++item) {
-      const int64_t o0 = (item % blocks) * block, o_count = std::min(block, C_out - o0);
-      const int64_t col = item / blocks;
-      const int64_t b = col / (d * column_tiles), phase = (col / column_tiles) % d;
-      const int64_t q0 = (col % column_tiles) * width;
-      const int64_t cols = std::min(width, tiles - q0), cols_in = cols + (chunks - 1) * shift;
-      // U[i][c][q] = sum_j B^T[i][j] x_phase[c][(q0 + q) m + j]: j % m picks the
-      // polyphase row, j / m the column offset.
-      for (int64_t c = 0; c < C_in; ++c) {
-        const float* xc = X + (b * C_in + c) * D * V;
-        for (int64_t i = 0; i < n; ++i) {
-          float* u = U + (i * C_in + c) * width_in;
-          std::fill(u, u + cols_in, 0.f);
-          for (int64_t j = 0; j < n; ++j) {
-            const float coeff = f.BT[i * n + j];
-            if (coeff == 0.f) continue;
-            const float* xs = xc + (phase + d * (j % m)) * V + q0 + j / m;
-            for (int64_t q = 0; q < cols_in; ++q) u[q] += coeff * xs[q];
-          }
-        }
-      }
-      // M[i] = sum_chunk gw[chunk][i] U[i] shifted by chunk tiles.
+    const int64_t o0 = (item % blocks) * block, o_count = std::min(block, C_out - o0);
+    const int64_t col = item / blocks;
+    const int64_t b = col / (d * column_tiles), phase = (col / column_tiles) % d;
+    const int64_t q0 = (col % column_tiles) * width;
+    const int64_t cols = std::min(width, tiles - q0), cols_in = cols + (chunks - 1) * shift;
+    // U[i][c][q] = sum_j B^T[i][j] x_phase[c][(q0 + q) m + j]: j % m picks the
+    // polyphase row, j / m the column offset.
+    for (int64_t c = 0; c < C_in; ++c) {
+      const float* xc = X + (b * C_in + c) * D * V;
       for (int64_t i = 0; i < n; ++i) {
-        for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-          scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o_count, cols, C_in, 1.f,
-                            gw + ((chunk * n + i) * C_out + o0) * C_in, C_in,
-                            U + i * C_in * width_in + chunk * shift, width_in,
-                            chunk ? 1.f : 0.f, M + i * block * width, width);
-        }
-      }
-      // out[o][phase + d ((q0 + q) m + k)] = bias + sum_i A^T[k][i] M[i][o][q]
-      for (int64_t o = 0; o < o_count; ++o) {
-        float* yo = out + (b * C_out + o0 + o) * T_out;
-        for (int64_t k = 0; k < m; ++k) {
-          std::fill(row, row + cols, bias[o0 + o]);
-          for (int64_t i = 0; i < n; ++i) {
-            const float coeff = f.AT[k * n + i];
-            if (coeff == 0.f) continue;
-            const float* mi = M + (i * block + o) * width;
-            for (int64_t q = 0; q < cols; ++q) row[q] += coeff * mi[q];
-          }
-          const int64_t t0 = phase + d * (q0 * m + k);
-          const int64_t valid = t0 < T_out ? std::min(cols, (T_out - t0 + D - 1) / D) : 0;
-          for (int64_t q = 0; q < valid; ++q) yo[t0 + D * q] = row[q];
+        float* u = U + (i * C_in + c) * width_in;
+        std::fill(u, u + cols_in, 0.f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float coeff = f.BT[i * n + j];
+          if (coeff == 0.f) continue;
+          const float* xs = xc + (phase + d * (j % m)) * V + q0 + j / m;
+          for (int64_t q = 0; q < cols_in; ++q) u[q] += coeff * xs[q];
         }
       }
     }
-  }
+    // M[i] = sum_chunk gw[chunk][i] U[i] shifted by chunk tiles.
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o_count, cols, C_in, 1.f,
+                          gw + ((chunk * n + i) * C_out + o0) * C_in, C_in,
+                          U + i * C_in * width_in + chunk * shift, width_in,
+                          chunk ? 1.f : 0.f, M + i * block * width, width);
+      }
+    }
+    // out[o][phase + d ((q0 + q) m + k)] = bias + sum_i A^T[k][i] M[i][o][q]
+    for (int64_t o = 0; o < o_count; ++o) {
+      float* yo = out + (b * C_out + o0 + o) * T_out;
+      for (int64_t k = 0; k < m; ++k) {
+        std::fill(row, row + cols, bias[o0 + o]);
+        for (int64_t i = 0; i < n; ++i) {
+          const float coeff = f.AT[k * n + i];
+          if (coeff == 0.f) continue;
+          const float* mi = M + (i * block + o) * width;
+          for (int64_t q = 0; q < cols; ++q) row[q] += coeff * mi[q];
+        }
+        const int64_t t0 = phase + d * (q0 * m + k);
+        const int64_t valid = t0 < T_out ? std::min(cols, (T_out - t0 + D - 1) / D) : 0;
+        for (int64_t q = 0; q < valid; ++q) yo[t0 + D * q] = row[q];
+      }
+    }
+  });
 }
 
 /*! \brief The shape winograd_filter writes for a [C_out, C_in, K] filter. */

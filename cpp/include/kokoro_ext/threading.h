@@ -1,27 +1,69 @@
 /*!
  * \file kokoro_ext/threading.h
- * \brief How the kernels share out work (OpenMP) and reuse their scratch memory.
+ * \brief How the kernels share out work and reuse their scratch memory.
+ *
+ * The kernels run between TVM-generated kernels of the same Relax function, which run on
+ * the TVM runtime's thread pool.  A second pool (OpenMP) would leave its threads
+ * spinning, after each kernel, on cores the other pool's threads need, and the two take
+ * turns stealing them from each other; on a loaded 2-core machine that made synthesis
+ * several times slower.  So the kernels' parallel loops run on TVM's pool too, through
+ * TVMBackendParallelLaunch, the entry TVM-generated code uses.
  */
 #ifndef KOKORO_EXT_THREADING_H_
 #define KOKORO_EXT_THREADING_H_
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <tvm/ffi/function.h>
+#include <tvm/runtime/c_backend_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <vector>
 
 namespace kokoro_ext {
 
+/*! \brief The threads of TVM's pool (TVM_NUM_THREADS, runtime.config_threadpool). */
 inline int MaxThreads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
+  static const auto num_threads = tvm::ffi::Function::GetGlobal("runtime.NumThreads");
+  return num_threads ? std::max(1, (*num_threads)().cast<int>()) : 1;
+}
+
+/*!
+ * \brief body(i) for i in [0, n), items handed out one at a time to the threads of TVM's
+ *  pool (dynamic scheduling), or in this thread when ``parallel`` is false.  The first
+ *  exception a body throws is rethrown here, after the other threads have stopped.
+ */
+template <typename F>
+void ParallelFor(int64_t n, F&& body, bool parallel = true) {
+  const int64_t tasks = parallel ? std::min<int64_t>(n, MaxThreads()) : 1;
+  if (tasks <= 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  struct Job {
+    Job(int64_t n, F* body) : n(n), body(body) {}
+    const int64_t n;
+    F* const body;
+    std::atomic<int64_t> next{0};
+    std::mutex mutex;
+    std::exception_ptr error;
+  } job(n, &body);
+  auto run = [](int, TVMParallelGroupEnv*, void* data) -> int {
+    Job& job = *static_cast<Job*>(data);
+    try {
+      for (int64_t i = job.next++; i < job.n; i = job.next++) (*job.body)(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(job.mutex);
+      if (!job.error) job.error = std::current_exception();
+      job.next = job.n;
+    }
+    return 0;
+  };
+  TVMBackendParallelLaunch(run, &job, static_cast<int>(tasks));
+  if (job.error) std::rethrow_exception(job.error);
 }
 
 /*!
