@@ -30,6 +30,7 @@
  *     of its values and not at others: each call takes the kernel a static-length build
  *     for that length would have chosen.
  */
+#include <kokoro_ext/simd.h>
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>
 #include <cblas.h>
@@ -118,10 +119,67 @@ WinogradTransform MakeTransform(int64_t m, int64_t r, const std::vector<double>&
  *  of magnitude 7 over 128 channels, tests/test_dense.py); F(6, 6) would cut the 11-tap
  *  products by another 1.4x for 7x the error.
  */
+constexpr int64_t kMaxPoints = 7;  // n of the transforms below
+
 const WinogradTransform& TransformFor(int64_t K) {
   static const WinogradTransform f43 = MakeTransform(4, 3, {0.0, 1.0, -1.0, 0.5, -0.5});
   static const WinogradTransform f44 = MakeTransform(4, 4, {0.0, 1.0, -1.0, 2.0, -2.0, 0.5});
   return K <= 3 ? f43 : f44;
+}
+
+/*!
+ * \brief U[i][q] = sum_j B^T[i][j] x_j[q] for q < cols, the n input rows x_j read once per
+ *  16 columns and the n sums kept in registers (the row-at-a-time loop this replaces
+ *  read and rewrote U once per nonzero coefficient).  Same sums in the same order.
+ */
+template <int N>
+void InputTransform(const float* BT, const float* const* x, int64_t cols, float* U,
+                    int64_t u_stride) {
+  using simd::f32x16;
+  int64_t q = 0;
+  for (; q + simd::kLanes <= cols; q += simd::kLanes) {
+    f32x16 xv[N];
+    for (int j = 0; j < N; ++j) xv[j] = simd::Load(x[j] + q);
+    for (int i = 0; i < N; ++i) {
+      f32x16 acc = simd::Broadcast(0.f);
+      for (int j = 0; j < N; ++j) acc += BT[i * N + j] * xv[j];
+      simd::Store(U + i * u_stride + q, acc);
+    }
+  }
+  for (; q < cols; ++q) {
+    for (int i = 0; i < N; ++i) {
+      float acc = 0.f;
+      for (int j = 0; j < N; ++j) acc += BT[i * N + j] * x[j][q];
+      U[i * u_stride + q] = acc;
+    }
+  }
+}
+
+/*!
+ * \brief rows[k][q] = bias + sum_i A^T[k][i] M_i[q] for k < m, q < cols: the n rows of M
+ *  read once per 16 columns.  Same sums in the same order as one row at a time.
+ */
+template <int N, int kM>
+void OutputTransform(const float* AT, const float* M, int64_t m_stride, float bias,
+                     int64_t cols, float* rows, int64_t row_stride) {
+  using simd::f32x16;
+  int64_t q = 0;
+  for (; q + simd::kLanes <= cols; q += simd::kLanes) {
+    f32x16 mv[N];
+    for (int i = 0; i < N; ++i) mv[i] = simd::Load(M + i * m_stride + q);
+    for (int k = 0; k < kM; ++k) {
+      f32x16 acc = simd::Broadcast(bias);
+      for (int i = 0; i < N; ++i) acc += AT[k * N + i] * mv[i];
+      simd::Store(rows + k * row_stride + q, acc);
+    }
+  }
+  for (; q < cols; ++q) {
+    for (int k = 0; k < kM; ++k) {
+      float acc = bias;
+      for (int i = 0; i < N; ++i) acc += AT[k * N + i] * M[i * m_stride + q];
+      rows[k * row_stride + q] = acc;
+    }
+  }
 }
 
 constexpr int64_t kMaxTileColumns = 256;
@@ -187,7 +245,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
   ParallelFor(column_items * blocks, [&](int64_t item) {
     float* U = Workspace<1>(n * C_in * width_in);
     float* M = Workspace<2>(n * block * width);
-    float* row = Workspace<3>(width);
+    float* rows = Workspace<3>(m * width);
     const int64_t o0 = (item % blocks) * block, o_count = std::min(block, C_out - o0);
     const int64_t col = item / blocks;
     const int64_t b = col / (d * column_tiles), phase = (col / column_tiles) % d;
@@ -197,15 +255,13 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
     // polyphase row, j / m the column offset.
     for (int64_t c = 0; c < C_in; ++c) {
       const float* xc = X + (b * C_in + c) * D * V;
-      for (int64_t i = 0; i < n; ++i) {
-        float* u = U + (i * C_in + c) * width_in;
-        std::fill(u, u + cols_in, 0.f);
-        for (int64_t j = 0; j < n; ++j) {
-          const float coeff = f.BT[i * n + j];
-          if (coeff == 0.f) continue;
-          const float* xs = xc + (phase + d * (j % m)) * V + q0 + j / m;
-          for (int64_t q = 0; q < cols_in; ++q) u[q] += coeff * xs[q];
-        }
+      const float* xs[kMaxPoints];
+      for (int64_t j = 0; j < n; ++j) xs[j] = xc + (phase + d * (j % m)) * V + q0 + j / m;
+      float* u = U + c * width_in;
+      if (n == 6) {
+        InputTransform<6>(f.BT.data(), xs, cols_in, u, C_in * width_in);
+      } else {
+        InputTransform<7>(f.BT.data(), xs, cols_in, u, C_in * width_in);
       }
     }
     // M[i] = sum_chunk gw[chunk][i] U[i] shifted by chunk tiles.
@@ -220,14 +276,14 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
     // out[o][phase + d ((q0 + q) m + k)] = bias + sum_i A^T[k][i] M[i][o][q]
     for (int64_t o = 0; o < o_count; ++o) {
       float* yo = out + (b * C_out + o0 + o) * T_out;
+      const float* mo = M + o * width;
+      if (n == 6) {
+        OutputTransform<6, 4>(f.AT.data(), mo, block * width, bias[o0 + o], cols, rows, width);
+      } else {
+        OutputTransform<7, 4>(f.AT.data(), mo, block * width, bias[o0 + o], cols, rows, width);
+      }
       for (int64_t k = 0; k < m; ++k) {
-        std::fill(row, row + cols, bias[o0 + o]);
-        for (int64_t i = 0; i < n; ++i) {
-          const float coeff = f.AT[k * n + i];
-          if (coeff == 0.f) continue;
-          const float* mi = M + (i * block + o) * width;
-          for (int64_t q = 0; q < cols; ++q) row[q] += coeff * mi[q];
-        }
+        const float* row = rows + k * width;
         const int64_t t0 = phase + d * (q0 * m + k);
         const int64_t valid = t0 < T_out ? std::min(cols, (T_out - t0 + D - 1) / D) : 0;
         for (int64_t q = 0; q < valid; ++q) yo[t0 + D * q] = row[q];
