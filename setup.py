@@ -18,7 +18,7 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-CPU_RECORD = "libkokoro_ext_kernels.cpu.json"  # kokoro_ext.native.CPU_RECORD
+CPU_RECORD = "libkokoro_ext_kernels.cpu.json"  # kokoro_ext.run.native.CPU_RECORD
 
 
 def pinned(key: str) -> str:
@@ -94,7 +94,7 @@ setup(
         "torch>=2.4",
         "kokoro==0.9.4",
         "numpy",
-        "onnx",  # kokoro_ext.model.onnx_import: the real weights come as an ONNX export
+        "onnx",  # kokoro_ext.build.model.onnx_import: the real weights come as an ONNX export
         "scipy-openblas32>=0.3.27",
     ],
     extras_require={

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from kokoro_ext import runtime
-from kokoro_ext.runtime import Synthesizer
+from kokoro_ext.run import synthesizer as runtime
+from kokoro_ext.run.synthesizer import Synthesizer
 
 JOBS = [("hˈI ðˈɛɹ.", 1), ("wˈʌn, tˈu.", 2), ("ɡʊd mˈɔɹnɪŋ!", 3), ("hˈI ðˈɛɹ.", 4)]
 THREADS = len(JOBS)
