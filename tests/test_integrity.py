@@ -156,15 +156,15 @@ def test_a_killed_build_is_recovered_by_the_next_one(copy):
     staging.mkdir()
     (staging / "decoder.so").write_bytes(b"half")
     copy.rename(copy.with_name(f".{copy.name}.old-{dead.pid}"))
-    kokoro_ext.build._recover_killed_build(copy)
+    kokoro_ext.build.cli._recover_killed_build(copy)
     assert _tree(copy) == before
     assert not [p.name for p in copy.parent.iterdir() if p.name.startswith(".")]
     Synthesizer(copy)  # verifies every file against the manifest
 
 
 def _weights_only(directory, *flags):
-    args = kokoro_ext.build.parse_args(["--weights-only", "--out", str(directory), *flags])
-    return kokoro_ext.build.build(args, log=lambda line: None)
+    args = kokoro_ext.build.cli.parse_args(["--weights-only", "--out", str(directory), *flags])
+    return kokoro_ext.build.cli.build(args, log=lambda line: None)
 
 
 def test_weights_only_repoints_a_build_without_compiling(copy):
