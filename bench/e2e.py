@@ -3,11 +3,11 @@
 Engines, all with the same weights, voice, input and harmonic-source noise:
 
   PyTorch eager   kokoro 0.9.4 ``KModel.forward_with_tokens`` (the baseline)
-  torch.compile   inductor on the four stage modules (kokoro_ext.stages)
+  torch.compile   inductor on the four stage modules (kokoro_ext.build.stages)
   ONNX Runtime    the stage modules exported to fp32 ONNX, CPU provider
-  TVM             ``python -m kokoro_ext.build`` artifacts, run by kokoro_ext.pipeline
+  TVM             ``python -m kokoro_ext.build`` artifacts, run by kokoro_ext.run.pipeline
 
-The last three run through the same host pipeline (kokoro_ext.engines), each input at its
+The last three run through the same host pipeline (kokoro_ext.tools.engines), each input at its
 own token and frame lengths (the TVM build runs every length with one library per stage;
 the other engines' stage modules are exported per shape).  bench/user.py measures what a
 user gets (fresh processes, G2P, real texts); this bench isolates the stages.  Calls are interleaved across engines and input lengths, warm-up
@@ -33,12 +33,12 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from kokoro_ext.build import build, parse_args
-from kokoro_ext.engines import StageTimer, onnx_provider, torch_provider
-from kokoro_ext.model import build_model, load_config, load_voice, random_voice
-from kokoro_ext.pipeline import synthesize_ids, voice_style
-from kokoro_ext.runtime import SAMPLE_RATE, Synthesizer
-from kokoro_ext.stages import Geometry
+from kokoro_ext.build.cli import build, parse_args
+from kokoro_ext.tools.engines import StageTimer, onnx_provider, torch_provider
+from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice
+from kokoro_ext.run.pipeline import synthesize_ids, voice_style
+from kokoro_ext.run.synthesizer import SAMPLE_RATE, Synthesizer
+from kokoro_ext.build.stages import Geometry
 from kokoro_ext.text import Phonemizer, phonemes_to_ids
 
 TEXT = (
@@ -230,7 +230,7 @@ def main() -> None:
             )
     lines.append("")
     lines.append("SNR dB: the waveform against PyTorch eager's, raw (atan2 branch-cut flips in the "
-                 "source phase are not resolved here; see kokoro_ext.validate)")
+                 "source phase are not resolved here; see kokoro_ext.tools.validate)")
     report = "\n".join(lines)
     print("\n" + report)
     (args.out / "e2e.txt").write_text(report + "\n")

@@ -6,7 +6,7 @@ for each sequence length it compares
   unrolled  the stock TVM 0.27 import: torch's Core ATen decomposition unrolls the
             time loop into Relax ops before the importer sees it (the default of
             from_exported_program without tvm_patches/0003)
-  tir       our packed_lstm op lowered to one TIR time loop (kokoro_ext.kernels)
+  tir       our packed_lstm op lowered to one TIR time loop (kokoro_ext.build.kernels)
   native    our packed_lstm op lowered to the C++ kernel (cpp/src/lstm.cc)
   torch     torch.nn.LSTM, eager, on the same input
 
@@ -30,9 +30,9 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext import native
-from kokoro_ext.export import PackedLSTM
-from kokoro_ext.frontend import custom_convert_map
+from kokoro_ext.run import native
+from kokoro_ext.build.export import PackedLSTM
+from kokoro_ext.build.frontend import custom_convert_map
 
 HIDDEN = 256
 

@@ -5,7 +5,7 @@ statements, questions, instructions, names and numbers spelled out), speaks each
 
   tvm       this project's build (``--artifacts``, a build of the real weights);
   pytorch   kokoro's own ``KModel.forward_with_tokens`` with the same (dequantized)
-            weights, voice, phonemes and harmonic-source noise (kokoro_ext.reference);
+            weights, voice, phonemes and harmonic-source noise (kokoro_ext.tools.reference);
   onnx-int8 the original ``kokoro-v1.0.int8.onnx`` under ONNX Runtime, called as
             kokoro-onnx 0.6.1 calls it (tokens with the boundary 0s, the voice row
             ``len(tokens) - 1``, a float speed; 2 intra-op threads);
@@ -18,7 +18,7 @@ the same phonemes (this project's offline G2P) and the voice ``--voice`` (af_hea
 Reports the word error rate over the whole set per engine (edits / reference words,
 after lower-casing and dropping punctuation) and the waveform SNR of tvm against
 pytorch, per sentence and over the set (source-phase branch-cut flips resolved as in
-kokoro_ext.validate).  Writes ``quality.json`` (every transcript), ``quality.txt`` (the
+kokoro_ext.tools.validate).  Writes ``quality.json`` (every transcript), ``quality.txt`` (the
 tables) and ``quality.png`` (a chart) to ``--out`` (default bench/results).
 
 Needs: pocketsphinx, onnxruntime, matplotlib (pip) and espeak-ng (apt-get).
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kokoro_ext.wav import SAMPLE_RATE, write_wav
+from kokoro_ext.run.wav import SAMPLE_RATE, write_wav
 
 ASR_RATE = 16_000
 
@@ -165,11 +165,11 @@ def espeak(text: str, voice: str = "en-us") -> tuple[np.ndarray, int]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from kokoro_ext.cache import default_weights
-    from kokoro_ext.model import build_model, load_voice_array
-    from kokoro_ext.pipeline import voice_style
-    from kokoro_ext.reference import kokoro_synthesize
-    from kokoro_ext.runtime import Synthesizer
+    from kokoro_ext.run.cache import default_weights
+    from kokoro_ext.build.model import build_model, load_voice_array
+    from kokoro_ext.run.pipeline import voice_style
+    from kokoro_ext.tools.reference import kokoro_synthesize
+    from kokoro_ext.run.synthesizer import Synthesizer
     from kokoro_ext.text import phonemes_to_ids
 
     torch.set_num_threads(args.threads)

@@ -53,7 +53,7 @@ def soak(
     Row 0 is taken after loading the Synthesizer, before any synthesis; ``log`` sees
     each row as it is taken.
     """
-    from kokoro_ext.runtime import Synthesizer
+    from kokoro_ext.run.synthesizer import Synthesizer
 
     synth = Synthesizer(artifacts)
     start = time.perf_counter()

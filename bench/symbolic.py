@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kokoro_ext.compiler import compile_module
-from kokoro_ext.model import build_model, load_config, small_config
-from kokoro_ext.runner import StageRunner
-from kokoro_ext.stages import STAGES
-from kokoro_ext.target import parse_target
+from kokoro_ext.build.compiler import compile_module
+from kokoro_ext.build.model import build_model, load_config, small_config
+from kokoro_ext.run.runner import StageRunner
+from kokoro_ext.build.stages import STAGES
+from kokoro_ext.build.target import parse_target
 
 
 def _compile(module, example, dynamic, target):

@@ -149,7 +149,7 @@ COMPILE_FRESH_TEXTS = ("hello",)
 
 
 def cache_files() -> dict[str, Path]:
-    from kokoro_ext.cache import cache_dir
+    from kokoro_ext.run.cache import cache_dir
 
     root = cache_dir()
     return {
@@ -179,8 +179,8 @@ def prepare(engines: list[str], log=print) -> dict[str, float]:
     import numpy as np
     import torch
 
-    from kokoro_ext.cache import default_weights
-    from kokoro_ext.model import build_model, load_config, load_voice_array
+    from kokoro_ext.run.cache import default_weights
+    from kokoro_ext.build.model import build_model, load_config, load_voice_array
 
     config = load_config(None)
     start = time.perf_counter()
@@ -281,7 +281,7 @@ class Engine:
     def stream(self, text: str):
         import numpy as np
 
-        from kokoro_ext.wav import SAMPLE_RATE
+        from kokoro_ext.run.wav import SAMPLE_RATE
 
         for phonemes, pause in self.chunker(text):
             audio = np.asarray(self.speak(phonemes), np.float32).ravel()
@@ -311,7 +311,7 @@ class Torch(Engine):
         import torch
         from kokoro import KModel
 
-        from kokoro_ext.model import load_voice_array
+        from kokoro_ext.build.model import load_voice_array
 
         torch.set_num_threads(self.args.threads)
         files = cache_files()
@@ -341,7 +341,7 @@ class KokoroOnnx(Engine):
     def load(self) -> None:
         from kokoro_onnx import Kokoro
 
-        from kokoro_ext.cache import model_path
+        from kokoro_ext.run.cache import model_path
 
         files = cache_files()
         path = files["onnx"] if self.model_file == "onnx" else model_path()
@@ -379,7 +379,7 @@ def fresh_child(args: argparse.Namespace) -> int:
     """One text, as a user's script: import, load, speak, write the WAV."""
     import numpy as np
 
-    from kokoro_ext.wav import write_wav
+    from kokoro_ext.run.wav import write_wav
 
     engine = RUNNERS[args.child](args)
     engine.load()
@@ -394,7 +394,7 @@ def fresh_child(args: argparse.Namespace) -> int:
 
 def warm_child(args: argparse.Namespace) -> int:
     """One engine, long-lived: load, warm up, then every text ``--repeat`` times."""
-    from kokoro_ext.wav import SAMPLE_RATE
+    from kokoro_ext.run.wav import SAMPLE_RATE
 
     engine = RUNNERS[args.child](args)
     result: dict = {"texts": {}}
@@ -473,7 +473,7 @@ def run_child(command: list[str], timeout: float) -> dict:
 
 def fresh(args: argparse.Namespace, engine: str, text: str, wav: Path) -> dict:
     if engine == "tvm":
-        command = [sys.executable, "-m", "kokoro_ext.say", TEXTS[text], "-o", str(wav),
+        command = [sys.executable, "-m", "kokoro_ext.run.say", TEXTS[text], "-o", str(wav),
                    "--artifacts", str(args.artifacts), "--stream"]
         if real_weights(args.artifacts):
             command += ["--voice", VOICE]

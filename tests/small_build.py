@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kokoro_ext.build import build, parse_args
-from kokoro_ext.model import small_config
-from kokoro_ext.pipeline import AnyLength
+from kokoro_ext.build.cli import build, parse_args
+from kokoro_ext.build.model import small_config
+from kokoro_ext.run.pipeline import AnyLength
 
 #: Limits tests put on a Synthesizer of the small build, so that short texts need chunks.
 TOKENS, FRAMES = 20, 48

@@ -1,9 +1,10 @@
-"""Alignment from durations: kokoro's construction, padded to a frame bucket."""
+"""Alignment from durations (numpy, run side): kokoro's construction, padded to a frame bucket."""
 
+import numpy as np
 import pytest
 import torch
 
-from kokoro_ext.export.alignment import alignment_matrix
+from kokoro_ext.run.alignment import alignment_matrix
 
 
 def kokoro_alignment(durations: torch.Tensor) -> torch.Tensor:
@@ -19,20 +20,21 @@ def kokoro_alignment(durations: torch.Tensor) -> torch.Tensor:
 def test_matches_kokoro_and_pads_with_empty_frames(bucket_extra):
     durations = torch.tensor([1, 3, 1, 5, 2])
     total = int(durations.sum())
-    aln = alignment_matrix(durations, total + bucket_extra)
-    assert torch.equal(aln[:, :total], kokoro_alignment(durations))
+    aln = alignment_matrix(durations.numpy(), total + bucket_extra)
+    assert aln.dtype == np.float32
+    assert np.array_equal(aln[:, :total], kokoro_alignment(durations).numpy())
     assert not aln[:, total:].any()
 
 
 def test_batched_durations():
     durations = torch.tensor([[2, 1], [1, 1]])
-    aln = alignment_matrix(durations, 4)
+    aln = alignment_matrix(durations.numpy(), 4)
     assert aln.shape == (2, 2, 4)
-    assert torch.equal(aln[1], torch.tensor([[1.0, 0, 0, 0], [0, 1, 0, 0]]))
+    assert np.array_equal(aln[1], [[1.0, 0, 0, 0], [0, 1, 0, 0]])
 
 
 def test_too_many_frames_for_the_bucket_is_refused():
     with pytest.raises(ValueError, match="more than the frame bucket of 5"):
-        alignment_matrix(torch.tensor([3, 3]), 5)
+        alignment_matrix(np.array([3, 3]), 5)
     with pytest.raises(ValueError, match="must be >= 0"):
-        alignment_matrix(torch.tensor([3, -1]), 5)
+        alignment_matrix(np.array([3, -1]), 5)

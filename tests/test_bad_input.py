@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_ext.pipeline import NonFiniteOutput
-from kokoro_ext.runtime import Synthesizer
+from kokoro_ext.run.pipeline import NonFiniteOutput
+from kokoro_ext.run.synthesizer import Synthesizer
 
 PHONEMES = "hˈI ðˈɛɹ."
 

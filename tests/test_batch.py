@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_ext.model import build_model, small_config
-from kokoro_ext.runtime import Synthesizer
-from kokoro_ext.stages import STAGES
+from kokoro_ext.build.model import build_model, small_config
+from kokoro_ext.run.synthesizer import Synthesizer
+from kokoro_ext.build.stages import STAGES
 
 LONG, SHORT = {"tokens": 23, "frames": 29}, {"tokens": 14, "frames": 17}
 

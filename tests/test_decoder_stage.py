@@ -1,6 +1,6 @@
 """SourceStage and DecoderStage against kokoro's Decoder, padded and compiled.
 
-kokoro's noise is reproduced (kokoro_ext.reference.source_noise).  The one non-numerical
+kokoro's noise is reproduced (kokoro_ext.tools.reference.source_noise).  The one non-numerical
 difference, source phases on atan2's branch cut, is counted and reported; the decoder is
 checked on the spectrum kokoro itself read, and end to end with the flips resolved.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kokoro_ext.compiler import compile_module
-from kokoro_ext.runner import StageRunner
-from kokoro_ext.export import DecoderStage, SourceStage
-from kokoro_ext.model import build_model, random_voice, small_config
-from kokoro_ext.reference import kokoro_decoder, source_noise
-from kokoro_ext.stages import STAGES
+from kokoro_ext.build.compiler import compile_module
+from kokoro_ext.run.runner import StageRunner
+from kokoro_ext.build.export import DecoderStage, SourceStage
+from kokoro_ext.build.model import build_model, random_voice, small_config
+from kokoro_ext.tools.reference import kokoro_decoder, source_noise
+from kokoro_ext.build.stages import STAGES
 
 FRAMES = 8  # valid frames; buckets are FRAMES or longer
 SEED = 11

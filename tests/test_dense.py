@@ -17,11 +17,11 @@ import tvm_ffi
 from torch import nn
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext import native
-from kokoro_ext.compiler import compile_module
-from kokoro_ext.runner import StageRunner
-from kokoro_ext.frontend import custom_convert_map
-from kokoro_ext.schedule import library_dispatch_passes
+from kokoro_ext.run import native
+from kokoro_ext.build.compiler import compile_module
+from kokoro_ext.run.runner import StageRunner
+from kokoro_ext.build.frontend import custom_convert_map
+from kokoro_ext.build.schedule import library_dispatch_passes
 
 LLVM = tvm.target.Target({"kind": "llvm"})
 

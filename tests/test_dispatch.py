@@ -1,4 +1,4 @@
-"""DispatchNativeKernels (kokoro_ext.dispatch): which Relax ops go to the native kernels,
+"""DispatchNativeKernels (kokoro_ext.build.dispatch): which Relax ops go to the native kernels,
 with static and symbolic shapes, and a symbolic-length module compiled end to end."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_ext import native
-from kokoro_ext.runner import StageRunner
-from kokoro_ext.dispatch import DispatchNativeKernels
-from kokoro_ext.export import DecoderStage
-from kokoro_ext.frontend import custom_convert_map
-from kokoro_ext.model import build_model, small_config
-from kokoro_ext.schedule import library_dispatch_passes, relax_pipeline
-from kokoro_ext.stages import STAGES, Geometry
+from kokoro_ext.run import native
+from kokoro_ext.run.runner import StageRunner
+from kokoro_ext.build.dispatch import DispatchNativeKernels
+from kokoro_ext.build.export import DecoderStage
+from kokoro_ext.build.frontend import custom_convert_map
+from kokoro_ext.build.model import build_model, small_config
+from kokoro_ext.build.schedule import library_dispatch_passes, relax_pipeline
+from kokoro_ext.build.stages import STAGES, Geometry
 
 LLVM = tvm.target.Target({"kind": "llvm"})
 ZEROS_6 = np.zeros(6, "float32")
@@ -460,7 +460,7 @@ def test_decoder_with_symbolic_frames_goes_to_native_kernels():
     ops = Counter(_ops(dispatched))
     assert ops["relax.nn.conv1d"] == 0 and ops["relax.matmul"] == 0, ops
     # every convolution is native; the long stride-1 ones take Winograd where it pays at
-    # every length, or choose per call where it pays at some (kokoro_ext.frontend.winograd)
+    # every length, or choose per call where it pays at some (kokoro_ext.build.frontend.winograd)
     winograd = ops["kokoro_ext.conv1d_winograd"] + ops["kokoro_ext.conv1d_winograd_if_pays"]
     assert winograd > 0, ops
     assert ops["kokoro_ext.conv1d"] + winograd == imported["relax.nn.conv1d"], ops

@@ -1,4 +1,4 @@
-"""The elementwise converters (kokoro_ext.frontend.elementwise): accurate, NaN-preserving,
+"""The elementwise converters (kokoro_ext.build.frontend.elementwise): accurate, NaN-preserving,
 and lowered to loops without libm calls, so that LLVM vectorizes them."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.compiler import compile_module
-from kokoro_ext.runner import StageRunner
-from kokoro_ext.frontend import custom_convert_map
+from kokoro_ext.build.compiler import compile_module
+from kokoro_ext.run.runner import StageRunner
+from kokoro_ext.build.frontend import custom_convert_map
 
 
 class Gelu(torch.nn.Module):

@@ -1,6 +1,6 @@
-"""kokoro_ext.environment reports the TVM pin and the patch series state."""
+"""kokoro_ext.build.environment reports the TVM pin and the patch series state."""
 
-from kokoro_ext import environment
+from kokoro_ext.build import environment
 
 
 def test_pin_is_read_from_upstream():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kokoro_ext.model import load_config
+from kokoro_ext.build.model import load_config
 from kokoro_ext.text import Phonemizer, phonemes_to_ids
 
 

@@ -11,8 +11,8 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.export.harmonic_source import HarmonicSource
-from kokoro_ext.model import build_model, small_config
+from kokoro_ext.build.export.harmonic_source import HarmonicSource
+from kokoro_ext.build.model import build_model, small_config
 
 SAMPLES = 3000  # 10 frames of 300 samples
 

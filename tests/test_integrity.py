@@ -9,12 +9,14 @@ import shutil
 import numpy as np
 import pytest
 
-import kokoro_ext.build
-from kokoro_ext import artifacts, runtime, target
-from kokoro_ext.compiler import CompiledStage
-from kokoro_ext.runtime import Synthesizer
-from kokoro_ext.stages import MAX_TOKENS
-from kokoro_ext.validate import validate
+import kokoro_ext.build.cli
+from kokoro_ext.build import environment, target
+from kokoro_ext.run import artifacts, cpu
+from kokoro_ext.build.compiler import CompiledStage
+from kokoro_ext.run.synthesizer import Synthesizer
+from kokoro_ext.build.stages import MAX_TOKENS
+from kokoro_ext.tools.validate import main as validate_main
+from kokoro_ext.tools.validate import validate
 
 from small_build import build_small
 
@@ -75,36 +77,40 @@ def test_another_tvm_version_is_refused(copy):
         Synthesizer(copy)
 
 
-def test_another_patch_series_is_refused(copy):
-    here = runtime._installed_patches()
+def test_another_patch_series_is_refused_by_validation_not_by_loading(copy):
+    here = environment.installed_patches()
     assert here, "the tests run from a source checkout with the patch series"
     applied = next(p for p, state in here.items() if state == "already applied")
     _edit_manifest(copy, patches={**here, applied: "not applied"})
     with pytest.raises(ValueError, match=rf"patch {applied} 'not applied', but here it is "):
-        Synthesizer(copy)
+        environment.check_build_compiler(copy)
+    assert validate_main(["--artifacts", str(copy)]) == 2
+    Synthesizer(copy)  # the patches change the compiler only: the build still loads
     _edit_manifest(copy, patches={**here, "0099-new.patch": "already applied"})
     message = "0099-new.patch 'already applied', but here it is 'not in this series'"
     with pytest.raises(ValueError, match=message):
-        Synthesizer(copy)
+        environment.check_build_compiler(copy)
 
 
 def test_patch_comparison_names_a_patch_the_build_did_not_have():
     with pytest.raises(ValueError, match=r"0002-b.patch 'not in the series then'.*apply.sh"):
-        runtime.check_patches(
+        environment.check_patches(
             {"0001-a.patch": "already applied"},
             {"0001-a.patch": "already applied", "0002-b.patch": "not applied"},
             "dir",
         )
-    runtime.check_patches({"p": "already applied"}, {"p": "already applied"}, "dir")
+    environment.check_patches({"p": "already applied"}, {"p": "already applied"}, "dir")
 
 
 def test_a_build_for_a_cpu_this_host_is_not_is_refused(copy, monkeypatch):
     # Simulate a host with only x86-64-v2 (no AVX): a build for znver3 needs AVX2.
     v2 = target.cpu_model_features("x86-64-v2")
-    known = target.HostCPU.detect().features
-    host = target.HostCPU("x86-64-v2", {f: f in v2 for f in known})
-    monkeypatch.setattr(target.HostCPU, "detect", staticmethod(lambda: host))
-    _edit_manifest(copy, target={"kind": "llvm", "mcpu": "znver3"})
+    known = target.llvm_host().features
+    host = cpu.HostCPU("x86-64-v2", {f: f in v2 for f in known})
+    monkeypatch.setattr(cpu.HostCPU, "detect", staticmethod(lambda: host))
+    znver3 = target.parse_target("llvm -mcpu=znver3")
+    features = sorted(target.instruction_features(target.target_features(znver3)))
+    _edit_manifest(copy, target=znver3, cpu_features=features)
     with pytest.raises(ValueError, match=r"compiled for CPU 'znver3'.*avx2.*Rebuild on this"):
         Synthesizer(copy)
 
@@ -128,7 +134,7 @@ def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch
             raise RuntimeError("interrupted")
         return CompiledStage(Partial(), 0, {}, [np.zeros(3, np.float32)], ["w"])
 
-    monkeypatch.setattr(kokoro_ext.build, "compile_stage", second_stage_fails)
+    monkeypatch.setattr(kokoro_ext.build.cli, "compile_stage", second_stage_fails)
     with pytest.raises(RuntimeError, match="interrupted"):  # in-process, so the patch applies
         build_small(copy.parent, log=lambda line: None, jobs=1)
     assert len(calls) == 2
@@ -150,15 +156,15 @@ def test_a_killed_build_is_recovered_by_the_next_one(copy):
     staging.mkdir()
     (staging / "decoder.so").write_bytes(b"half")
     copy.rename(copy.with_name(f".{copy.name}.old-{dead.pid}"))
-    kokoro_ext.build._recover_killed_build(copy)
+    kokoro_ext.build.cli._recover_killed_build(copy)
     assert _tree(copy) == before
     assert not [p.name for p in copy.parent.iterdir() if p.name.startswith(".")]
     Synthesizer(copy)  # verifies every file against the manifest
 
 
 def _weights_only(directory, *flags):
-    args = kokoro_ext.build.parse_args(["--weights-only", "--out", str(directory), *flags])
-    return kokoro_ext.build.build(args, log=lambda line: None)
+    args = kokoro_ext.build.cli.parse_args(["--weights-only", "--out", str(directory), *flags])
+    return kokoro_ext.build.cli.build(args, log=lambda line: None)
 
 
 def test_weights_only_repoints_a_build_without_compiling(copy):
@@ -181,3 +187,11 @@ def test_weights_only_refuses_a_checkpoint_of_another_architecture(copy):
     _rewrite(copy / artifacts.MANIFEST, json.dumps(manifest).encode())
     with pytest.raises(ValueError, match="bert.no_such.weight.*build it from scratch"):
         _weights_only(copy, "--random-weights")
+
+
+def test_a_manifest_without_cpu_features_is_refused(copy):
+    manifest = json.loads((copy / artifacts.MANIFEST).read_text())
+    del manifest["cpu_features"]
+    _rewrite(copy / artifacts.MANIFEST, json.dumps(manifest).encode())
+    with pytest.raises(ValueError, match="records no cpu_features.*rebuild"):
+        Synthesizer(copy)

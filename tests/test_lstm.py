@@ -15,9 +15,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext import native
-from kokoro_ext.export import PackedLSTM
-from kokoro_ext.frontend import LSTM_BACKENDS, custom_convert_map
+from kokoro_ext.run import native
+from kokoro_ext.build.export import PackedLSTM
+from kokoro_ext.build.frontend import LSTM_BACKENDS, custom_convert_map
 
 INPUT, HIDDEN, STEPS = 20, 16, 9
 TOL = 1e-5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kokoro_ext.model import build_model, load_config, load_voice, random_voice, small_config
+from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice, small_config
 
 PARTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 

@@ -6,7 +6,7 @@ import tvm
 from tvm import relax
 from tvm.script import relax as R
 
-from kokoro_ext import native
+from kokoro_ext.run import native
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,7 +1,7 @@
 """The ONNX export bench/e2e.py measures ONNX Runtime with: same model, same results.
 
 Each stage runs in ONNX Runtime and in PyTorch on the inputs the pipeline gives it (small
-config, 10 phonemes), through kokoro_ext.engines.  The source phase must agree on the
+config, 10 phonemes), through kokoro_ext.tools.engines.  The source phase must agree on the
 branch cut, which the exporter's own atan2 got wrong for thousands of points.
 """
 
@@ -12,12 +12,12 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from kokoro_ext.engines import onnx_provider, torch_provider
-from kokoro_ext.export.onnx import export_onnx
-from kokoro_ext.model import build_model, random_voice, small_config
-from kokoro_ext.pipeline import synthesize_ids, voice_style
-from kokoro_ext.stages import STAGES, Geometry
-from kokoro_ext.validate import compare, compare_spectrum
+from kokoro_ext.tools.engines import onnx_provider, torch_provider
+from kokoro_ext.build.export.onnx import export_onnx
+from kokoro_ext.build.model import build_model, random_voice, small_config
+from kokoro_ext.run.pipeline import synthesize_ids, voice_style
+from kokoro_ext.build.stages import STAGES, Geometry
+from kokoro_ext.tools.validate import compare, compare_spectrum
 
 @pytest.fixture(scope="module")
 def model():

@@ -1,4 +1,4 @@
-"""The ONNX importer (kokoro_ext.model.onnx_import) on small exports the tests write.
+"""The ONNX importer (kokoro_ext.build.model.onnx_import) on small exports the tests write.
 
 The files (tests/onnx_exports.py) have the form of kokoro-onnx's Kokoro exports: int8
 (ConvInteger, MatMulInteger, DynamicQuantizeLSTM, quantized embeddings; shared scales and
@@ -13,8 +13,8 @@ import pytest
 import torch
 from onnx import helper
 
-from kokoro_ext.model import build_model, small_config
-from kokoro_ext.model.onnx_import import import_onnx
+from kokoro_ext.build.model import build_model, small_config
+from kokoro_ext.build.model.onnx_import import import_onnx
 from onnx_exports import effective, read_model, write_export, write_model
 
 
@@ -168,7 +168,7 @@ def test_a_name_that_contradicts_its_node_is_refused(export, target, tmp_path):
 
 
 def test_an_export_for_another_config_is_refused(export):
-    from kokoro_ext.model import load_config
+    from kokoro_ext.build.model import load_config
 
     with pytest.raises(ValueError, match=r"(?s)does not map onto Kokoro's KModel.*does not fit"):
         import_onnx(export[0], build_model(load_config()))
@@ -190,14 +190,15 @@ def test_build_model_takes_an_onnx_file(export, small_model):
 
 
 def test_the_fetched_int8_model_maps_completely():
-    """The real kokoro-v1.0.int8.onnx, if `python -m kokoro_ext.fetch` put it in the cache
+    """The real kokoro-v1.0.int8.onnx, if `python -m kokoro_ext.build.fetch` put it in the cache
     (bootstrap.sh does; read from disk, no network)."""
-    from kokoro_ext import cache, fetch
-    from kokoro_ext.model import load_config
+    from kokoro_ext.build import fetch
+    from kokoro_ext.run import cache
+    from kokoro_ext.build.model import load_config
 
     path = cache.model_path()
     if not fetch.model_ok(path):
-        pytest.skip(f"the real model is not in {cache.cache_dir()} (python -m kokoro_ext.fetch)")
+        pytest.skip(f"the real model is not in {cache.cache_dir()} (python -m kokoro_ext.build.fetch)")
     result = import_onnx(path, build_model(load_config()))
     assert result.quantized and result.initializers == 775
     assert len(result.from_onnx) == 546 and len(result.filled) == 142

@@ -12,13 +12,13 @@ import wave
 import numpy as np
 import pytest
 
-from kokoro_ext import artifacts
-from kokoro_ext.runtime import Synthesizer
-from kokoro_ext.stages import MAX_FRAMES, MAX_TOKENS, STAGES
+from kokoro_ext.run import artifacts
+from kokoro_ext.run.synthesizer import Synthesizer
+from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES
 from kokoro_ext.text import phonemes_to_ids
-from kokoro_ext.say import main as say_main
-from kokoro_ext.target import HostCPU, instruction_features, parse_target
-from kokoro_ext.validate import validate
+from kokoro_ext.run.say import main as say_main
+from kokoro_ext.build.target import instruction_features, llvm_host, parse_target
+from kokoro_ext.tools.validate import validate
 
 from small_build import limit
 
@@ -50,8 +50,8 @@ def test_build_writes_one_library_per_stage_and_its_weights(build_dir):
     assert manifest["config_sha256"] == artifacts.sha256(out / artifacts.CONFIG)
     # llvm = this host: its CPU name and exactly its features
     assert manifest["target"] == parse_target("llvm")
-    assert manifest["target"]["mcpu"] == HostCPU.detect().name
-    assert set(manifest["cpu_features"]) == instruction_features(HostCPU.detect().enabled)
+    assert manifest["target"]["mcpu"] == llvm_host().name
+    assert set(manifest["cpu_features"]) == instruction_features(llvm_host().enabled)
     assert manifest["weights"] == {"random_seed": 0}
     assert all(state != "not applied" for state in manifest["patches"].values())
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".artifacts")]

@@ -9,11 +9,11 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext import native
-from kokoro_ext.export.prosody_stage import ProsodyStage
-from kokoro_ext.frontend import custom_convert_map
-from kokoro_ext.model import build_model, random_voice, small_config
-from kokoro_ext.schedule import relax_pipeline
+from kokoro_ext.run import native
+from kokoro_ext.build.export.prosody_stage import ProsodyStage
+from kokoro_ext.build.frontend import custom_convert_map
+from kokoro_ext.build.model import build_model, random_voice, small_config
+from kokoro_ext.build.schedule import relax_pipeline
 
 LLVM = tvm.target.Target({"kind": "llvm"})
 

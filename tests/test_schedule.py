@@ -12,10 +12,10 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.compiler import compile_module
-from kokoro_ext.export.decoder_stage import sin_squared, snake
-from kokoro_ext.export.masked import masked_instance_norm
-from kokoro_ext.schedule import VectorizeReduction, relax_pipeline
+from kokoro_ext.build.compiler import compile_module
+from kokoro_ext.build.export.decoder_stage import sin_squared, snake
+from kokoro_ext.build.export.masked import masked_instance_norm
+from kokoro_ext.build.schedule import VectorizeReduction, relax_pipeline
 
 
 def test_sin_squared_matches_torch():

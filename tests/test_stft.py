@@ -11,7 +11,7 @@ from kokoro.istftnet import TorchSTFT
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.export.stft import ExactSTFT
+from kokoro_ext.build.export.stft import ExactSTFT
 
 N_FFT, HOP = 20, 5  # Kokoro-82M's gen_istft_n_fft and gen_istft_hop_size
 

@@ -9,8 +9,8 @@ import wave
 import numpy as np
 import pytest
 
-from kokoro_ext.runtime import SAMPLE_RATE, Synthesizer, join
-from kokoro_ext.say import main as say_main
+from kokoro_ext.run.synthesizer import SAMPLE_RATE, Synthesizer, join
+from kokoro_ext.run.say import main as say_main
 from kokoro_ext.text import PAUSES, phonemes_to_ids
 from kokoro_ext.text.chunking import pack, split_sentences
 

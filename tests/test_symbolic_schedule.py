@@ -15,11 +15,11 @@ from tvm.relax.frontend.torch import from_exported_program
 from tvm.s_tir import transform as s_tir_transform
 from tvm.script import tirx as T
 
-from kokoro_ext import native
-from kokoro_ext.runner import StageRunner
-from kokoro_ext.frontend import custom_convert_map
-from kokoro_ext.frontend.winograd import length_bounds
-from kokoro_ext.schedule import VectorizeReduction, library_dispatch_passes, relax_pipeline
+from kokoro_ext.run import native
+from kokoro_ext.run.runner import StageRunner
+from kokoro_ext.build.frontend import custom_convert_map
+from kokoro_ext.build.frontend.winograd import length_bounds
+from kokoro_ext.build.schedule import VectorizeReduction, library_dispatch_passes, relax_pipeline
 
 # avx: 256-bit vectors, 8 float32 lanes
 HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})

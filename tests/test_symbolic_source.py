@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_ext.compiler import compile_module
-from kokoro_ext.model import build_model, small_config
-from kokoro_ext.runner import StageRunner
-from kokoro_ext.stages import STAGES, Geometry
+from kokoro_ext.build.compiler import compile_module
+from kokoro_ext.build.model import build_model, small_config
+from kokoro_ext.run.runner import StageRunner
+from kokoro_ext.build.stages import STAGES, Geometry
 
 LENGTHS = (9, 14)  # frames; 3 of each are padding
 

@@ -15,13 +15,14 @@ import pytest
 import tvm
 from tvm.script import tirx as T
 
-from kokoro_ext import native
-from kokoro_ext.target import (
+from kokoro_ext.run import native
+from kokoro_ext.build.target import (
     NO_CODEGEN,
     HostCPU,
     check_runs_here,
     cpu_model_features,
     instruction_features,
+    llvm_host,
     parse_target,
     target_features,
 )
@@ -237,7 +238,7 @@ def test_the_installed_native_library_has_a_record_this_host_accepts():
 
 
 def test_host_detection_reads_the_llvm_host_query():
-    host = HostCPU.detect()
+    host = llvm_host()
     assert host.name and {"sse2", "avx2", "avx512f"} <= set(host.features)
     assert np.all([isinstance(v, bool) for v in host.features.values()])
 
@@ -248,6 +249,6 @@ def test_host_detection_reads_the_llvm_host_query():
      ("zen4-kvm", "SkylakeX"), ("intel-amx", "SkylakeX")],
 )  # fmt: skip
 def test_openblas_gets_its_avx512_kernels_only_where_the_host_has_them(name, coretype):
-    from kokoro_ext.native import openblas_coretype
+    from kokoro_ext.run.native import openblas_coretype
 
     assert openblas_coretype(HOSTS[name]) == coretype

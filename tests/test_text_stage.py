@@ -9,11 +9,11 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext import native
-from kokoro_ext.export.text_stage import TextStage, durations_from_logits
-from kokoro_ext.frontend import LSTM_BACKENDS, custom_convert_map
-from kokoro_ext.model import build_model, random_voice, small_config
-from kokoro_ext.schedule import relax_pipeline
+from kokoro_ext.run import native
+from kokoro_ext.build.export.text_stage import TextStage, durations_from_logits
+from kokoro_ext.build.frontend import LSTM_BACKENDS, custom_convert_map
+from kokoro_ext.build.model import build_model, random_voice, small_config
+from kokoro_ext.build.schedule import relax_pipeline
 
 LLVM = tvm.target.Target({"kind": "llvm"})
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_ext import cache, fetch
-from kokoro_ext.build import parse_args, resolve_sources
-from kokoro_ext.model import VOICE_SHAPE, list_voices, load_voice, load_voice_array, resolve_voice
-from kokoro_ext.say import main as say_main
+from kokoro_ext.build import fetch
+from kokoro_ext.run import cache
+from kokoro_ext.build.cli import parse_args, resolve_sources
+from kokoro_ext.build.model import VOICE_SHAPE, list_voices, load_voice, load_voice_array, resolve_voice
+from kokoro_ext.run.say import main as say_main
 
 
 def _pack(seed: int) -> np.ndarray:
@@ -62,7 +63,7 @@ def test_an_unknown_name_lists_the_voices(voices):
 
 def test_a_name_without_fetched_voices_says_to_fetch(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.ENV, str(tmp_path / "empty"))
-    with pytest.raises(ValueError, match=r"no voices in .*python -m kokoro_ext.fetch"):
+    with pytest.raises(ValueError, match=r"no voices in .*python -m kokoro_ext.build.fetch"):
         load_voice_array("af_heart")
     assert list_voices() == []
 
@@ -98,7 +99,7 @@ def test_say_lists_the_voices(voices, capsys):
 
 def test_the_build_defaults_to_the_fetched_model_and_af_heart(voices, tmp_path):
     args = parse_args(["--out", str(tmp_path / "a")])
-    with pytest.raises(ValueError, match=r"weights are not in .*python -m kokoro_ext.fetch.*--random-weights"):
+    with pytest.raises(ValueError, match=r"weights are not in .*python -m kokoro_ext.build.fetch.*--random-weights"):
         resolve_sources(args)
     cache.model_path().write_bytes(b"stand-in")  # resolve_sources only looks for the file
     with pytest.raises(ValueError, match="no voice 'af_heart'"):

@@ -1,11 +1,11 @@
-"""Weights files (kokoro_ext.weights): aligned arrays, memory-mapped, pages droppable."""
+"""Weights files (kokoro_ext.run.weights): aligned arrays, memory-mapped, pages droppable."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kokoro_ext.weights import ALIGN, drop_resident_pages, load_weights, write_weights
+from kokoro_ext.run.weights import ALIGN, drop_resident_pages, load_weights, write_weights
 
 
 @pytest.fixture

@@ -1,0 +1,114 @@
+"""torch.export -> Relax (our converters) -> tvm.compile, for one stage or module.
+
+A build compiles each stage once with its batch and time axes symbolic and its weights
+as parameters (``compile_stage``): the library holds code only (and the weight transform
+LiftTransformParams made, ``main_transform_params``, which the runtime runs once at
+load: kokoro_ext.run.runner), and the weights are stored apart, once (kokoro_ext.run.weights).
+``compile_module`` compiles a module with its weights bound as constants, for tests and
+comparisons.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import tvm
+from torch import Tensor, nn
+from tvm.relax.frontend import detach_params
+from tvm.relax.frontend.torch import from_exported_program
+
+from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
+from kokoro_ext.build.schedule import relax_pipeline
+from kokoro_ext.build.stages import StageSpec
+
+
+@dataclass
+class CompiledModule:
+    """A compiled stage with what it took to build it."""
+
+    executable: tvm.runtime.Executable
+    ir_lines: int  # lines of the imported Relax module (TVMScript)
+    seconds: dict[str, float] = field(default_factory=dict)  # export / import / compile
+
+
+@dataclass
+class CompiledStage(CompiledModule):
+    """A stage compiled with its weights as parameters, and those weights."""
+
+    weights: list[np.ndarray] = field(default_factory=list)  # in the library's order
+    weight_names: list[str] = field(default_factory=list)  # the module's parameter names
+
+
+def compile_module(
+    module: nn.Module,
+    example: Sequence[Tensor],
+    target: str | dict = "llvm",
+    lstm_backend: LstmBackend = "native",
+    native_dense: bool = True,
+    dynamic_shapes: tuple | None = None,
+) -> CompiledModule:
+    """Export ``module`` on ``example``, import it into Relax and compile it, its weights
+    bound as constants.
+
+    ``dynamic_shapes`` as torch.export takes it (None: static shapes); ``lstm_backend``
+    chooses the LSTM's lowering (kokoro_ext.build.frontend), ``native_dense`` whether the
+    pipeline dispatches the GEMM-shaped ops to the native kernels
+    (kokoro_ext.build.schedule.relax_pipeline).
+    """
+    mod, ir_lines, seconds, _ = _import(module, example, dynamic_shapes, lstm_backend, False)
+    executable = _compile(mod, target, native_dense, seconds)
+    return CompiledModule(executable, ir_lines, seconds)
+
+
+def compile_stage(
+    spec: StageSpec,
+    model: nn.Module,
+    target: str | dict = "llvm",
+    lstm_backend: LstmBackend = "native",
+    native_dense: bool = True,
+) -> CompiledStage:
+    """Compile ``spec``'s stage of ``model`` once for every batch and length (its symbolic
+    axes), with the weights as parameters, in the order ``weight_names`` records."""
+    module = spec.module(model)
+    example = spec.batched_example(model, 16)
+    mod, ir_lines, seconds, names = _import(
+        module, example, spec.dynamic(model), lstm_backend, True
+    )
+    mod, params = detach_params(mod)
+    executable = _compile(mod, target, native_dense, seconds)
+    weights = [w.numpy() for w in params["main"]]
+    return CompiledStage(executable, ir_lines, seconds, weights, names)
+
+
+def _import(module, example, dynamic_shapes, lstm_backend, keep_weights):
+    seconds = {}
+    start = time.perf_counter()
+    with torch.no_grad():
+        program = torch.export.export(
+            module.eval(), tuple(example), dynamic_shapes=dynamic_shapes
+        )
+    seconds["export"] = time.perf_counter() - start
+    start = time.perf_counter()
+    converters = custom_convert_map(lstm_backend)
+    mod = from_exported_program(
+        program, custom_convert_map=converters, keep_params_as_input=keep_weights
+    )
+    seconds["import"] = time.perf_counter() - start
+    names = [name for name, _ in program.named_parameters()]
+    return mod, len(mod.script().splitlines()), seconds, names
+
+
+def _compile(mod, target, native_dense, seconds):
+    start = time.perf_counter()
+    target = tvm.target.Target(target)
+    # tvm.compile's "default" Relax pipeline is the target-specific one only for GPUs; for
+    # llvm it skips operator fusion.  Ours is the CPU pipeline plus the native kernels'
+    # dispatch and inlining (schedule.py).
+    pipeline = relax_pipeline(target, native_dense)
+    executable = tvm.compile(mod, target=target, relax_pipeline=pipeline)
+    seconds["compile"] = time.perf_counter() - start
+    return executable

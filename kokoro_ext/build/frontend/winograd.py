@@ -1,0 +1,139 @@
+"""Winograd for the long stride-1 convolutions: a Relax pass over the imported module.
+
+It runs in the pipeline right after kokoro_ext.build.dispatch.DispatchNativeKernels: a
+``kokoro_ext.conv1d`` call with stride 1, for a shape where the native library says
+Winograd pays, becomes ``kokoro_ext.conv1d_winograd`` (cpp/src/winograd.cc) on a
+transformed filter, the way TVM's conv2d_winograd_without_weight_transform takes a
+pre-transformed weight.  A constant filter is transformed here, once.  A filter that is a
+weight parameter of the function (the build keeps weights as parameters, see
+kokoro_ext.build.compiler) gets a ``kokoro_ext.winograd_filter`` call on it, which
+LiftTransformParams then moves into the weight transform the runtime runs once at load.
+
+Whether Winograd pays depends on the output length.  A symbolic length (torch.export's
+Dim) has the bounds the importer records in the function's ``tir_var_lower_bound`` and
+``tir_var_upper_bound`` attrs: where Winograd pays at the length's lower bound it is
+used for every length; where it does not pay at the upper bound the call stays direct;
+in between, the call becomes ``kokoro_ext.conv1d_winograd_if_pays`` with both filters,
+which decides per call from the actual length with the same ``winograd_pays``, so that a
+symbolic build takes at each length the kernel a static build for that length would.
+That keeps both filters for those layers (the transformed one is about twice the plain
+one): the memory a one-library-per-stage build pays for never being slower than the
+static build at short lengths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import relax, sym
+
+from kokoro_ext.run import native
+from kokoro_ext.build.dispatch import NATIVE_CONV1D
+
+NATIVE_CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"
+NATIVE_CONV1D_WINOGRAD_IF_PAYS = "kokoro_ext.conv1d_winograd_if_pays"
+NATIVE_WINOGRAD_FILTER = "kokoro_ext.winograd_filter"
+_CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
+
+
+def winograd_filter(w: np.ndarray) -> np.ndarray:
+    """A [C_out, C_in, K] conv1d filter transformed for ``kokoro_ext.conv1d_winograd``."""
+    native.load()
+    shape = tvm_ffi.get_global_func("kokoro_ext.winograd_filter_shape")(*w.shape)
+    gw = np.empty(tuple(shape), dtype="float32")
+    w = np.ascontiguousarray(w, dtype="float32")
+    tvm_ffi.get_global_func("kokoro_ext.winograd_filter")(
+        tvm_ffi.from_dlpack(w), tvm_ffi.from_dlpack(gw)
+    )
+    return gw
+
+
+def length_bounds(
+    length: tvm.tirx.PrimExpr, lower: dict | None, upper: dict | None
+) -> tuple[int, int | None]:
+    """The least and greatest values of ``length`` when each variable in it lies within
+    ``lower`` and ``upper`` (by name; a function's tir_var_lower_bound and
+    tir_var_upper_bound attrs): a variable without a lower bound is taken as >= 0, and
+    None is the greatest value where one is unbounded."""
+    analyzer = sym.Analyzer()
+    unbounded = False
+    for var in tvm.tirx.analysis.undefined_vars(length):
+        lo = int(lower[var.name]) if lower and var.name in lower else 0
+        if upper and var.name in upper:
+            analyzer.bind(var, tvm.ir.Range(lo, int(upper[var.name]) + 1))
+        else:
+            analyzer.update(var, sym.ConstIntBound(lo, sym.ConstIntBound.POS_INF), True)
+            unbounded = True
+    bound = analyzer.const_int_bound(length)
+    hi = None if unbounded or bound.max_value >= bound.POS_INF else int(bound.max_value)
+    return int(bound.min_value), hi
+
+
+def _winograd_call(
+    call: relax.Call, lower: dict | None = None, upper: dict | None = None
+) -> relax.Call | None:
+    """The conv1d_winograd call replacing ``call``, or None where it does not apply;
+    ``lower`` and ``upper`` bound the symbolic lengths (see the module's docstring)."""
+    if not (call.op.same_as(_CALL_DPS_PACKED) and isinstance(call.args[0], relax.ExternFunc)):
+        return None
+    if call.args[0].global_symbol != NATIVE_CONV1D:
+        return None
+    options, x, w, bias = call.args[1].fields
+    (stride, padding, dilation) = (int(v) for v in options.values)
+    if stride != 1 or not isinstance(w, (tvm.ir.expr.Constant, relax.Var)):
+        return None
+    # Shapes from the types: the weights are copied out only for a filter that is transformed.
+    c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
+    pays = tvm_ffi.get_global_func("kokoro_ext.winograd_pays")
+    t_out = call.ty_args[0].shape.values[2]
+    if isinstance(t_out, tvm.tirx.IntImm):
+        shortest = longest = int(t_out)
+    else:
+        shortest, longest = length_bounds(t_out, lower, upper)
+    if longest is not None and not pays(c_in, c_out, taps, dilation, longest):
+        return None
+    if longest is None and not pays(c_in, c_out, taps, dilation, 1 << 40):
+        return None  # not at any length: the channels or taps rule it out
+    options = relax.ShapeExpr([padding, dilation, taps])
+    if isinstance(w, relax.Var):
+        shape = tvm_ffi.get_global_func("kokoro_ext.winograd_filter_shape")(c_out, c_in, taps)
+        gw = relax.call_dps_packed(
+            NATIVE_WINOGRAD_FILTER, [w], relax.TensorType(list(shape), "float32")
+        )
+    else:
+        gw = relax.const(winograd_filter(w.value.numpy()))
+    if pays(c_in, c_out, taps, dilation, shortest):
+        return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD, [options, x, gw, bias], call.ty_args[0])
+    args = [options, x, w, gw, bias]
+    return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD_IF_PAYS, args, call.ty_args[0])
+
+
+@relax.expr_functor.mutator
+class _Rewriter(relax.PyExprMutator):
+    def __init__(self, mod: tvm.IRModule):
+        super().__init__(mod)
+        self.lower: dict | None = None
+        self.upper: dict | None = None
+
+    def rewrite(self, func: relax.Function) -> relax.Function:
+        attrs = func.attrs or {}
+        self.lower = attrs.get("tir_var_lower_bound")
+        self.upper = attrs.get("tir_var_upper_bound")
+        return self.visit_expr(func)
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        call = self.visit_expr_post_order(call)
+        winograd = _winograd_call(call, self.lower, self.upper)
+        return call if winograd is None else winograd
+
+
+@tvm.transform.module_pass(opt_level=0, name="kokoro_ext.WinogradConv1d")
+def winograd_conv1d(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Send the native stride-1 conv1d calls to Winograd where it pays."""
+    native.load()
+    rewriter = _Rewriter(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewriter.builder_.update_func(gv, rewriter.rewrite(func))
+    return rewriter.builder_.get()

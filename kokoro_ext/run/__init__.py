@@ -1,0 +1,29 @@
+"""The run side: load a build (``python -m kokoro_ext.build``) and speak.
+
+Imports numpy, the TVM runtime (``tvm.runtime``, the Relax VirtualMachine), tvm-ffi and
+the standard library only, plus the G2P through kokoro_ext.text; never torch, TVM's
+compiler or kokoro_ext.build / kokoro_ext.tools (import-linter contracts in
+pyproject.toml).  What a deployment copies and installs: README.md, "Deploy".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: TVM's switch to load libtvm_runtime.so alone, without libtvm_compiler.so (LLVM).
+RUNTIME_LIB_ENV = "TVM_USE_RUNTIME_LIB"
+
+
+def prefer_runtime_library() -> bool:
+    """Have the coming ``import tvm`` load the runtime library only; whether it will.
+
+    For processes that only run builds (``python -m kokoro_ext.say``): it saves loading
+    the compiler library and LLVM.  A process that compiles too must not call it, as TVM
+    reads the switch once, at its import; so this is left to entry points and does
+    nothing once tvm is imported or when the environment sets the switch already.
+    """
+    if "tvm" in sys.modules:
+        return os.environ.get(RUNTIME_LIB_ENV) == "1"
+    os.environ.setdefault(RUNTIME_LIB_ENV, "1")
+    return os.environ[RUNTIME_LIB_ENV] == "1"

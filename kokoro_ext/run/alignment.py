@@ -1,0 +1,32 @@
+"""The token-to-frame alignment from integer durations, over a frame bucket, in numpy.
+
+kokoro builds it with ``repeat_interleave`` and index assignment.  Here token n covers
+frames [start_n, end_n) with end = cumsum(durations), compared against the frame index of
+a bucket of ``frames``, so frames past the total belong to no token (all-zero columns).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def alignment_matrix(durations: np.ndarray, frames: int) -> np.ndarray:
+    """[..., N] integer durations -> [..., N, frames] float32 one-hot alignment.
+
+    Raises ValueError if the durations add up to more than ``frames`` (pick a larger
+    frame bucket) or are negative.
+    """
+    durations = np.asarray(durations, dtype=np.int64)
+    if (durations < 0).any():
+        raise ValueError(f"durations must be >= 0, got {durations.tolist()}")
+    total = int(durations.sum(axis=-1).max(initial=0))
+    if total > frames:
+        raise ValueError(
+            f"durations add up to {total} frames, more than the frame bucket of {frames}; "
+            "use a larger frame bucket"
+        )
+    end = np.cumsum(durations, axis=-1)
+    start = end - durations
+    frame = np.arange(frames)
+    inside = (frame >= start[..., None]) & (frame < end[..., None])
+    return inside.astype(np.float32)

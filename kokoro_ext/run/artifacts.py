@@ -1,0 +1,111 @@
+"""The build output: compiled stage libraries, their weights, the model's config and voice,
+a manifest.
+
+<dir>/manifest.json          what was built, from what, for what (see write_manifest)
+<dir>/config.json            the model config (vocab and dimensions the runtime needs)
+<dir>/voice.npy              the default voice pack, float32 [510, 1, 256]
+<dir>/<stage>.so             one compiled library per stage, code only, any length
+<dir>/<stage>.weights        its weights, as the checkpoint has them (kokoro_ext.run.weights)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from collections.abc import Iterable
+from typing import Any
+
+MANIFEST = "manifest.json"
+CONFIG = "config.json"
+VOICE = "voice.npy"
+FORMAT = 2
+
+
+def stage_file(stage: str) -> str:
+    """File name of the compiled library of ``stage``."""
+    return f"{stage}.so"
+
+
+def weights_file(stage: str) -> str:
+    """File name of the weights of ``stage``."""
+    return f"{stage}.weights"
+
+
+def sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest.json`` with the format version."""
+    manifest = {"format": FORMAT, **manifest}
+    # a new file renamed over the old: a reader never sees half a manifest, and a build
+    # that shares files with another by hard links never writes into the other's
+    staging = directory / f".{MANIFEST}.{os.getpid()}"
+    staging.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    os.replace(staging, directory / MANIFEST)
+
+
+def read_manifest(directory: str | Path) -> dict[str, Any]:
+    """Read and check an artifacts directory's manifest; ValueError saying what is wrong."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise ValueError(
+            f"{directory} holds no {MANIFEST}: not a kokoro_ext build; "
+            "run `python -m kokoro_ext.build --out DIR` first"
+        )
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); rebuild the artifacts") from err
+    if manifest.get("format") != FORMAT:
+        raise ValueError(
+            f"{path} has format {manifest.get('format')!r}, this kokoro_ext reads format "
+            f"{FORMAT}; rebuild the artifacts"
+        )
+    return manifest
+
+
+def listed_files(manifest: dict[str, Any]) -> dict[str, str]:
+    """File name -> SHA-256 the manifest records: config, voice, every stage library and its
+    weights."""
+    files = {CONFIG: manifest.get("config_sha256"), VOICE: manifest.get("voice_sha256")}
+    for entry in manifest["stages"].values():
+        files[entry["file"]] = entry["sha256"]
+        files[entry["weights"]["file"]] = entry["weights"]["sha256"]
+    return files
+
+
+def verify(
+    directory: str | Path,
+    manifest: dict[str, Any],
+    names: Iterable[str] | None = None,
+    check_bytes: bool = True,
+) -> None:
+    """ValueError naming the first listed file (of ``names``, default all) that is missing,
+    has no SHA-256 in the manifest, or (``check_bytes``) whose bytes changed.
+
+    A stage library or weights file that is not what was built can crash the process or
+    produce noise, so the runtime checks every file before it loads it.
+    """
+    directory = Path(directory)
+    rebuild = f"rebuild with `python -m kokoro_ext.build --out {directory}`"
+    listed = listed_files(manifest)
+    for name in listed if names is None else names:
+        expected = listed[name]
+        path = directory / name
+        if not path.is_file():
+            raise ValueError(f"{path} is listed in {MANIFEST} but missing; {rebuild}")
+        if expected is None:
+            raise ValueError(f"{directory / MANIFEST} records no SHA-256 for {name}; {rebuild}")
+        if check_bytes and sha256(path) != expected:
+            raise ValueError(
+                f"{path} does not match {MANIFEST} (SHA-256 differs): the file was changed or "
+                f"corrupted after the build; {rebuild}"
+            )

@@ -1,0 +1,289 @@
+"""``Synthesizer``: text or phonemes to a 24 kHz waveform with the compiled stages."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kokoro_ext.run import artifacts, cpu
+from kokoro_ext.run.geometry import Geometry
+from kokoro_ext.run.pipeline import AnyLength, LengthOverflow, Trace, synthesize_ids, voice_style
+from kokoro_ext.run.runner import StageRunner, load_library
+from kokoro_ext.run.voices import check_voice_pack, load_voice_array
+from kokoro_ext.text import PAUSES, Phonemizer, Piece, phonemes_to_ids
+from kokoro_ext.text.chunking import Break, drop_other_scripts, pack, split_in_two, split_sentences
+from kokoro_ext.run.wav import SAMPLE_RATE
+from kokoro_ext.run.weights import drop_resident_pages, entries_from_json, load_weights
+
+SPEED_RANGE = (0.5, 2.0)
+#: Vocab symbols that are pauses and intonation, not sounds: a chunk of only these is skipped.
+SILENT_SYMBOLS = frozenset(" ;:,.!?¡¿—…\"«»“”()→↓↗↘")
+
+#: A voice: a file or name, an array [510, 1, 256] (or anything np.asarray takes: a CPU
+#: torch tensor), or None for the build's voice.
+Voice = str | Path | np.ndarray | None
+
+
+@dataclass
+class Chunk:
+    """One synthesized piece of a longer text, as ``Synthesizer.stream`` yields it."""
+
+    text: str  # the text spoken ("" for the rest of a word cut between two phonemes)
+    phonemes: str
+    audio: np.ndarray  # float32 [samples] at 24 kHz
+    pause: float  # seconds of silence that go before ``audio`` when chunks are joined
+    index: int  # position in the stream, from 0
+    seed: int  # seed of this chunk's harmonic source noise: stream's seed + chunk index
+    trace: Trace
+
+    def joined(self) -> np.ndarray:
+        """The pause before this chunk, then its audio: what it adds to the whole."""
+        silence = np.zeros(round(self.pause * SAMPLE_RATE), dtype=np.float32)
+        return np.concatenate([silence, self.audio])
+
+
+def join(chunks: Iterable[Chunk]) -> np.ndarray:
+    """Chunks as one waveform, each after its pause."""
+    return np.concatenate([np.zeros(0, np.float32), *(c.joined() for c in chunks)])
+
+
+def check_speed(speed: float) -> None:
+    """ValueError unless ``speed`` is a number in SPEED_RANGE (NaN is not)."""
+    try:
+        value = float(speed)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not SPEED_RANGE[0] <= value <= SPEED_RANGE[1]:
+        raise ValueError(f"speed must be in [{SPEED_RANGE[0]}, {SPEED_RANGE[1]}], got {speed!r}")
+
+
+def check_cpu(manifest: dict, directory: Path, host: cpu.HostCPU | None = None) -> None:
+    """ValueError if the build's code uses instructions ``host`` (this CPU) lacks.
+
+    The manifest's ``cpu_features`` (the build side's LLVM computed them for its target)
+    against the host's CPU flags: no LLVM here.
+    """
+    if "cpu_features" not in manifest:
+        raise ValueError(
+            f"{directory / artifacts.MANIFEST} records no cpu_features, so it cannot be "
+            f"checked against this CPU; rebuild with `python -m kokoro_ext.build --out {directory}`"
+        )
+    mcpu = manifest.get("target", {}).get("mcpu", "the build host")
+    what = f"these artifacts were compiled for CPU {mcpu!r} and"
+    cpu.check_features(manifest["cpu_features"], what, host)
+
+
+class Synthesizer:
+    """Loads a build (``python -m kokoro_ext.build --out DIR``) and synthesizes speech.
+
+    Loading refuses a build it cannot run faithfully, naming why: another TVM version, a
+    CPU this host is not, a missing file, or a file whose SHA-256 differs
+    from the manifest (a stage's files are hashed when the stage is loaded, before
+    anything of it is).  Each stage (one library for every length) is loaded on its
+    first use, its weights memory-mapped.
+
+    One Synthesizer may be shared between threads.  Calls are serialized by a lock, one
+    chunk at a time: each compiled stage already uses every core (TVM's thread pool and
+    the native kernels), so parallel calls would only contend for them, and a Relax
+    VirtualMachine is not documented as safe to call from several threads at once.
+    Streams interleave chunk by chunk; G2P and stage loading have locks of their own.
+    """
+
+    def __init__(self, artifacts_dir: str | Path = "artifacts"):
+        self.directory = Path(artifacts_dir)
+        self.manifest = artifacts.read_manifest(self.directory)
+        installed = importlib.metadata.version("apache-tvm")
+        if self.manifest["tvm"] != installed:
+            raise ValueError(
+                f"{self.directory} was built with TVM {self.manifest['tvm']}, this is TVM "
+                f"{installed}; rebuild with `python -m kokoro_ext.build --out {self.directory}`"
+            )
+        # The TVM patch series changes only the compiler (Python side): the stage libraries
+        # do not depend on it, so loading does not check it (kokoro_ext.build.environment
+        # does, where a build is compared or rebuilt).
+        check_cpu(self.manifest, self.directory)
+        # every file must be present now; the stages' bytes are hashed when each is
+        # loaded (300 MB of weights take a third of a second)
+        artifacts.verify(self.directory, self.manifest, check_bytes=False)
+        artifacts.verify(self.directory, self.manifest, [artifacts.CONFIG, artifacts.VOICE])
+        self.config = json.loads((self.directory / artifacts.CONFIG).read_text())
+        self.vocab: dict[str, int] = self.config["vocab"]
+        self.geometry = Geometry(**self.manifest["geometry"])
+        self.voice = load_voice_array(self.directory / artifacts.VOICE)
+        limits = self.manifest["limits"]
+        self.token_sizes = AnyLength(limits["tokens"])
+        self.frame_sizes = AnyLength(limits["frames"])
+        self._runners: dict[str, StageRunner] = {}
+        self._phonemizer: Phonemizer | None = None
+        self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self._text_lock = threading.Lock()
+
+    def _stage(self, name: str, length: int) -> StageRunner:
+        with self._load_lock:  # two threads' first use of a stage must load it once
+            if name not in self._runners:
+                entry = self.manifest["stages"][name]
+                files = [entry["file"], entry["weights"]["file"]]
+                artifacts.verify(self.directory, self.manifest, files)
+                library = load_library(self.directory / entry["file"])
+                weights = entry["weights"]
+                arrays = load_weights(
+                    self.directory / weights["file"], entries_from_json(weights["tensors"])
+                )
+                self._runners[name] = StageRunner(library, arrays)
+                drop_resident_pages(arrays)  # read by the transform, not needed again
+            return self._runners[name]
+
+    def load(self) -> None:
+        """Load every stage now (each is otherwise loaded on its first use).
+
+        Safe to call from another thread while this one phonemizes: a process that
+        speaks at once can overlap the two.
+        """
+        for name in self.manifest["stages"]:
+            self._stage(name, 0)
+
+    def _g2p(self) -> Phonemizer:
+        if self._phonemizer is None:
+            self._phonemizer = Phonemizer()
+        return self._phonemizer
+
+    def phonemize(self, text: str) -> str:
+        """English text -> Kokoro phonemes (offline G2P)."""
+        with self._text_lock:
+            return self._g2p()(text)
+
+    @property
+    def chunk_limit(self) -> int:
+        """Most phonemes in one chunk: the token limit less kokoro's two boundaries."""
+        return self.token_sizes.limit - 2
+
+    def stream(
+        self,
+        text: str,
+        voice: Voice = None,
+        speed: float = 1.0,
+        seed: int = 0,
+    ) -> Iterator[Chunk]:
+        """English text of any length -> Chunks, each yielded as soon as it is synthesized.
+
+        The text is split into sentences and phonemized one sentence at a time, and the
+        phonemes are packed into chunks that fit the token limit (and, if the
+        audio would not fit the frame limit, halved again): see
+        kokoro_ext.text.chunking.  Chunk ``i`` uses noise seed ``seed + i``: the output is
+        deterministic, and each chunk is ``synthesize_phonemes(chunk.phonemes, voice,
+        speed, seed + i)``.  ``Chunk.pause`` is the silence
+        to put before it (kokoro_ext.text.chunking.PAUSES); ``join`` applies it.
+
+        Letters of other scripts (Cyrillic, CJK, ...) are dropped with a warning; text
+        that leaves nothing to say raises ValueError (when the stream is exhausted).
+        Arguments are checked here, before the first chunk is asked for.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("no text to synthesize: the text is empty or only whitespace")
+        check_speed(speed)
+        voice_pack = self._voice_pack(voice)
+        return self._chunks(drop_other_scripts(text), voice_pack, speed, seed)
+
+    def _chunks(self, text: str, voice: np.ndarray, speed: float, seed: int) -> Iterator[Chunk]:
+        index = 0
+        previous: Break | None = None
+        for sentence in split_sentences(text):
+            with self._text_lock:
+                words = self._g2p().words(sentence.text)
+            stack = pack(words, self.chunk_limit, sentence.end)[::-1]
+            while stack:
+                piece = stack.pop()
+                if not self._speakable(piece):
+                    continue
+                try:
+                    trace = self._run(piece.phonemes, voice, speed, seed + index)
+                except LengthOverflow:
+                    # durations are known only after the text stage: halve and try again
+                    halves = split_in_two(piece)
+                    if halves is None:
+                        raise
+                    stack += halves[::-1]
+                    continue
+                yield Chunk(
+                    text=piece.text,
+                    phonemes=piece.phonemes,
+                    audio=trace.audio,
+                    pause=0.0 if previous is None else PAUSES[previous],
+                    index=index,
+                    seed=seed + index,
+                    trace=trace,
+                )
+                index += 1
+                previous = piece.end
+        if index == 0:
+            raise ValueError(
+                f"nothing to say in English in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
+                "it has no words, only punctuation or symbols without a pronunciation"
+            )
+
+    def _speakable(self, piece: Piece) -> bool:
+        return any(p in self.vocab and p not in SILENT_SYMBOLS for p in piece.phonemes)
+
+    def synthesize(
+        self,
+        text: str,
+        voice: Voice = None,
+        speed: float = 1.0,
+        seed: int = 0,
+    ) -> np.ndarray:
+        """English text of any length -> float32 waveform at 24 kHz: ``join(stream(...))``."""
+        return join(self.stream(text, voice, speed, seed))
+
+    def synthesize_phonemes(
+        self,
+        phonemes: str,
+        voice: Voice = None,
+        speed: float = 1.0,
+        seed: int = 0,
+    ) -> Trace:
+        """Kokoro phonemes (one chunk) -> Trace (audio, durations and stage outputs).
+
+        ``voice``: a voice pack file (.bin, .npy or .pt), the name of a fetched voice
+        (``af_heart``: kokoro_ext.run.voices) or an array [510, 1, 256]; the build's
+        voice by default.  ``seed`` fixes the harmonic source noise (kokoro's draws after
+        manual_seed(seed)).  Raises LengthOverflow (a ValueError) if the phonemes do not
+        fit the limits; ``stream`` splits such input instead.
+        """
+        check_speed(speed)
+        return self._run(phonemes, self._voice_pack(voice), speed, seed)
+
+    def _voice_pack(self, voice: Voice) -> np.ndarray:
+        if voice is None:
+            return self.voice
+        if not isinstance(voice, (str, Path)):
+            return check_voice_pack(np.asarray(voice), "voice array")
+        # a file (.bin, .npy, .pt) or the name of a fetched voice (af_heart), checked alike
+        return load_voice_array(voice)
+
+    def _run(self, phonemes: str, voice: np.ndarray, speed: float, seed: int) -> Trace:
+        ids = phonemes_to_ids(phonemes, self.vocab)
+        if not phonemes.strip() or len(ids) <= 2:
+            raise ValueError(f"no phonemes to synthesize in {phonemes!r}")
+        style = voice_style(voice, len(ids) - 2)
+        with self._lock:
+            return synthesize_ids(
+                self._stage,
+                self.geometry,
+                ids,
+                style,
+                self.token_sizes,
+                self.frame_sizes,
+                speed,
+                seed,
+            )
+

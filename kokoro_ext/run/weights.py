@@ -1,0 +1,110 @@
+"""A stage's weights on disk: one flat file of aligned arrays, memory-mapped at load.
+
+The build stores the weights once, apart from the compiled code (kokoro_ext.build.compiler),
+as ``<stage>.weights``: the arrays the library's ``main_transform_params`` takes (the
+module's parameters as the checkpoint has them), in order, each starting at a multiple
+of ``ALIGN`` bytes.  The layout (shape, dtype, offset of each
+array) is recorded in the manifest as ``WeightEntry`` records.  Loading maps the file
+copy-on-write: pages are read from the file when a stage first touches them and shared
+with the page cache, and the arrays reach TVM through DLPack without a copy.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: TVM's allocation alignment (kAllocAlignment): what its kernels may assume of a tensor.
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class WeightEntry:
+    """Where one array lies in a weights file."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    offset: int  # bytes from the start of the file
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def to_json(self) -> list:
+        return [list(self.shape), self.dtype, self.offset]
+
+    @classmethod
+    def from_json(cls, value: Sequence) -> WeightEntry:
+        shape, dtype, offset = value
+        return cls(tuple(int(d) for d in shape), str(dtype), int(offset))
+
+
+def write_weights(path: str | Path, arrays: Sequence[np.ndarray]) -> list[WeightEntry]:
+    """Write ``arrays`` to ``path``, each at an ``ALIGN``-byte offset; their entries."""
+    entries = []
+    offset = 0
+    with open(path, "wb") as f:
+        for array in arrays:
+            array = np.ascontiguousarray(array)
+            pad = -offset % ALIGN
+            f.write(b"\0" * pad)
+            offset += pad
+            entries.append(WeightEntry(tuple(array.shape), str(array.dtype), offset))
+            f.write(array.tobytes())
+            offset += array.nbytes
+    return entries
+
+
+def load_weights(path: str | Path, entries: Sequence[WeightEntry]) -> list[np.ndarray]:
+    """The arrays of a weights file as copy-on-write memory maps (ValueError if the file is
+    shorter than its entries say)."""
+    path = Path(path)
+    size = path.stat().st_size
+    end = max((e.offset + e.nbytes for e in entries), default=0)
+    if end > size:
+        raise ValueError(
+            f"{path} holds {size} bytes but its manifest entries need {end}: the file is "
+            "truncated or from another build; rebuild the artifacts"
+        )
+    if size == 0:
+        return [np.zeros(e.shape, e.dtype) for e in entries]
+    data = np.memmap(path, dtype=np.uint8, mode="c")
+    return [
+        data[e.offset : e.offset + e.nbytes].view(e.dtype).reshape(e.shape) for e in entries
+    ]
+
+
+def drop_resident_pages(arrays: Sequence[np.ndarray]) -> None:
+    """Let the system drop the pages of the memory-mapped ``arrays`` read so far.
+
+    After a stage's weight transform the stored arrays it replaced are never read again;
+    their pages would stay resident as long as the mapping lives.  The mapping is private
+    and unwritten, so a page that is read again is simply read from the file again.
+    """
+    maps = {id(m): m for m in (_mapping(a) for a in arrays) if m is not None}
+    for mapping in maps.values():
+        mapping.madvise(mmap.MADV_DONTNEED)
+
+
+def _mapping(array: np.ndarray) -> mmap.mmap | None:
+    while array is not None and not isinstance(array, np.memmap):
+        array = array.base if isinstance(array.base, np.ndarray) else None
+    return getattr(array, "_mmap", None)
+
+
+def entries_from_json(values: Sequence) -> list[WeightEntry]:
+    return [WeightEntry.from_json(v) for v in values]
+
+
+__all__ = [
+    "ALIGN",
+    "WeightEntry",
+    "drop_resident_pages",
+    "entries_from_json",
+    "load_weights",
+    "write_weights",
+]

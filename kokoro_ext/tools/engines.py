@@ -1,0 +1,99 @@
+"""Other engines for the stages, each a StageProvider for kokoro_ext.run.pipeline (see bench/e2e.py).
+
+Every engine runs the same four stage modules (kokoro_ext.build.stages) on the same host
+pipeline (buckets, durations, alignment, noise), so they differ only in what computes a
+stage: PyTorch eager, torch.compile (inductor), ONNX Runtime, or our TVM build.
+kokoro's own ``forward_with_tokens`` is the baseline and runs outside this interface.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from kokoro_ext.run.pipeline import StageProvider
+from kokoro_ext.build.stages import STAGES
+
+StageFn = Callable[..., list[np.ndarray]]
+
+
+def _as_numpy(out) -> list[np.ndarray]:
+    return [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
+
+
+def torch_provider(model: nn.Module, compile: bool = False) -> StageProvider:
+    """Stage modules in PyTorch, eager or through ``torch.compile`` (one per stage)."""
+    modules = {name: spec.module(model).eval() for name, spec in STAGES.items()}
+    if compile:
+        # a bucket is a new static shape: allow a recompile for each one
+        torch._dynamo.config.cache_size_limit = 64
+        modules = {name: torch.compile(m, dynamic=False) for name, m in modules.items()}
+
+    def provider(name: str, bucket: int) -> StageFn:
+        def run(*args):
+            with torch.no_grad():
+                return _as_numpy(modules[name](*(torch.from_numpy(np.asarray(a)) for a in args)))
+
+        return run
+
+    return provider
+
+
+def onnx_provider(model: nn.Module, directory: Path, threads: int) -> StageProvider:
+    """Stage modules exported to ONNX (one file per stage and bucket), run by ONNX Runtime."""
+    import onnxruntime as ort
+
+    from kokoro_ext.build.export.onnx import export_onnx
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sessions: dict[tuple[str, int], ort.InferenceSession] = {}
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def provider(name: str, bucket: int) -> StageFn:
+        spec = STAGES[name]
+        if (name, bucket) not in sessions:
+            path = directory / f"{name}-{bucket}.onnx"
+            if not path.exists():
+                export_onnx(
+                    spec.module(model), spec.example(model, bucket), path, spec.inputs,
+                    spec.outputs,
+                )
+            sessions[name, bucket] = ort.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
+        session = sessions[name, bucket]
+
+        def run(*args):
+            return session.run(None, {k: np.asarray(a) for k, a in zip(spec.inputs, args)})
+
+        return run
+
+    return provider
+
+
+class StageTimer:
+    """Wraps a StageProvider and records the seconds spent in each stage."""
+
+    def __init__(self, provider: StageProvider):
+        self._provider = provider
+        self.seconds: dict[str, list[float]] = defaultdict(list)
+
+    def __call__(self, name: str, bucket: int) -> StageFn:
+        run = self._provider(name, bucket)
+
+        def timed(*args):
+            start = time.perf_counter()
+            out = run(*args)
+            self.seconds[name].append(time.perf_counter() - start)
+            return out
+
+        return timed
