@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from kokoro_ext.run.alignment import alignment_matrix
+from kokoro_ext.run.alignment import align, alignment_matrix
 
 
 def kokoro_alignment(durations: torch.Tensor) -> torch.Tensor:
@@ -38,3 +38,16 @@ def test_too_many_frames_for_the_bucket_is_refused():
         alignment_matrix(np.array([3, 3]), 5)
     with pytest.raises(ValueError, match="must be >= 0"):
         alignment_matrix(np.array([3, -1]), 5)
+
+
+@pytest.mark.parametrize("bucket_extra", [0, 7])
+def test_align_is_the_product_with_the_alignment(bucket_extra):
+    rng = np.random.default_rng(0)
+    durations = np.array([1, 3, 1, 5, 2, 4])
+    frames = int(durations.sum()) + bucket_extra
+    values = rng.standard_normal((640, len(durations))).astype(np.float32)
+    got = align(values, durations, frames)
+    assert got.dtype == np.float32 and got.shape == (640, frames)
+    assert np.array_equal(got, values @ alignment_matrix(durations, frames))
+    with pytest.raises(ValueError, match="more than the frame bucket"):
+        align(values, durations, int(durations.sum()) - 1)

@@ -30,3 +30,20 @@ def alignment_matrix(durations: np.ndarray, frames: int) -> np.ndarray:
     frame = np.arange(frames)
     inside = (frame >= start[..., None]) & (frame < end[..., None])
     return inside.astype(np.float32)
+
+
+def align(values: np.ndarray, durations: np.ndarray, frames: int) -> np.ndarray:
+    """``values @ alignment_matrix(durations, frames)`` for [C, N] values: each token's
+    column repeated for its frames, zero past the total.
+
+    The same numbers as the product (one term per output is nonzero), without the
+    matmul: it reads each value once, and numpy's BLAS threads, which keep spinning for a
+    while after a call, do not compete with the stages' thread pool.
+    """
+    durations = np.asarray(durations, dtype=np.int64)
+    total = int(durations.sum())
+    if (durations < 0).any() or total > frames:
+        alignment_matrix(durations, frames)  # raises, naming the problem
+    out = np.zeros((values.shape[0], frames), dtype=values.dtype)
+    out[:, :total] = np.repeat(values, durations, axis=1)
+    return out

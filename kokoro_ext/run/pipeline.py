@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kokoro_ext.run.alignment import alignment_matrix
+from kokoro_ext.run.alignment import align
 from kokoro_ext.run.geometry import STYLE_DIM, Geometry
 from kokoro_ext.run.noise import source_noise
 
@@ -127,9 +127,8 @@ def synthesize_ids(
     durations = np.maximum(np.round(duration[0, :tokens] / speed), 1).astype(np.int64)
     frames = int(durations.sum())
     frame_bucket = pick_bucket(frames, frame_sizes, "frames")
-    alignment = alignment_matrix(durations, frame_bucket)
-    en = (d[0, :tokens].T @ alignment)[None]  # [1, C, frames]
-    asr = (t_en[0, :, :tokens] @ alignment)[None]
+    en = align(d[0, :tokens].T, durations, frame_bucket)[None]  # [1, C, frames]
+    asr = align(t_en[0, :, :tokens], durations, frame_bucket)[None]
     frame_lengths = np.array([frames], dtype=np.int64)
     F0, N = run_stage("prosody", frame_bucket)(en, frame_lengths, predictor_style)
     keep("prosody", F0=F0[:, : 2 * frames], N=N[:, : 2 * frames])
