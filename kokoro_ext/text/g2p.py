@@ -64,7 +64,8 @@ class Phonemizer:
         warning naming it.
         """
         _, tokens = self._g2p(text)
-        silent = [t.text for t in tokens if not t.phonemes and t.text.strip()]
+        # a hyphen joining words ("thirty-four", "well-known") is not text left unsaid
+        silent = [t.text for t in tokens if not t.phonemes and t.text.strip() not in ("", "-")]
         if silent:
             warnings.warn(
                 f"dropping text with no pronunciation: {' '.join(silent)!r}", stacklevel=2

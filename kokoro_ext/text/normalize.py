@@ -97,8 +97,8 @@ ABBREVIATIONS = {
 
 #: Abbreviations that often end a sentence, keeping its period before a capital.
 _CAN_END_SENTENCE = {"etc.", "Inc.", "Ltd.", "Co.", "Jr.", "Sr."}
-_MONTHS = [m for m in calendar.month_name if m]  # English: Python's C locale
-_MONTH_ABBR = {m[:3]: m for m in _MONTHS} | {"Sept": "September"}
+MONTHS = [m for m in calendar.month_name if m]  # English: Python's C locale
+_MONTH_ABBR = {m[:3]: m for m in MONTHS} | {"Sept": "September"}
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 
 
@@ -221,8 +221,8 @@ def _iso_date(m: re.Match, lang: str) -> str:
     if not (1 <= mo <= 12 and 1 <= d <= 31):
         return m[0]
     if lang == "b":
-        return f"the {ordinal(d, lang)} of {_MONTHS[mo - 1]} {year(y, lang)}"
-    return f"{_MONTHS[mo - 1]} {ordinal(d, lang)}, {year(y, lang)}"
+        return f"the {ordinal(d, lang)} of {MONTHS[mo - 1]} {year(y, lang)}"
+    return f"{MONTHS[mo - 1]} {ordinal(d, lang)}, {year(y, lang)}"
 
 
 def _month_day(m: re.Match, lang: str) -> str:
@@ -284,7 +284,7 @@ def _spell_address(text: str) -> str:
 _AMPM = r"[AaPp]\.?[Mm]\b(?:\.(?!\s+[A-Z]|\s*$))?"
 _Rule = tuple[re.Pattern[str], Callable[[re.Match, str], str]]
 _MONTH_NAMES = "|".join(
-    [*_MONTHS, *(m[:3] + r"\.?" for m in _MONTHS), r"Sept\.?"]
+    [*MONTHS, *(m[:3] + r"\.?" for m in MONTHS), r"Sept\.?"]
 )
 _UNIT_NAMES = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 _ENGLISH_RULES: list[_Rule] = [
