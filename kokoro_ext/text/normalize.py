@@ -92,7 +92,7 @@ ABBREVIATIONS = {
     "e.g.": "for example", "i.e.": "that is", "etc.": "et cetera", "vs.": "versus",
     "approx.": "approximately", "Jr.": "Junior", "Sr.": "Senior", "Inc.": "Incorporated",
     "Ltd.": "Limited", "Co.": "Company", "Dept.": "Department", "Fig.": "Figure",
-    "a.m.": "a m", "p.m.": "p m",
+    "a.m.": "A M", "p.m.": "P M",
 }  # fmt: skip
 
 #: Abbreviations that often end a sentence, keeping its period before a capital.
@@ -212,7 +212,8 @@ def _time(m: re.Match, lang: str) -> str:
     if m["second"]:
         words += f" and {cardinal(int(m['second']), lang)} seconds"
     if ampm:
-        words += " " + " ".join(c for c in ampm.lower() if c.isalpha())
+        # capitals: misaki reads "a" as the article, and "m." would swallow the period
+        words += " " + " ".join(c for c in ampm.upper() if c.isalpha())
     return words
 
 
@@ -361,7 +362,7 @@ def _time_hour(m: re.Match, lang: str) -> str:
     hour = int(m["hour"])
     if not 1 <= hour <= 12:
         return m[0]
-    return cardinal(hour, lang) + " " + " ".join(c for c in m["ampm"].lower() if c.isalpha())
+    return cardinal(hour, lang) + " " + " ".join(c for c in m["ampm"].upper() if c.isalpha())
 
 
 def normalize(text: str, lang: str = "a") -> str:
