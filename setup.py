@@ -96,6 +96,20 @@ setup(
         "numpy",
         "onnx",  # kokoro_ext.model.onnx_import: the real weights come as an ONNX export
         "scipy-openblas32>=0.3.27",
+        # the text front end (kokoro_ext/text): G2P of the nine Kokoro languages, offline
+        "misaki[en]==0.9.4",  # English (spaCy is not imported: kokoro_ext.text.tokenizer)
+        "num2words",  # numbers spelled out (kokoro_ext.text.normalize)
+        "espeakng-loader",  # espeak-ng and its data: es, fr, hi, it, pt-br; English fallback
+        "phonemizer-fork",
+        "fugashi",  # Japanese (misaki's cutlet reader) with the dictionary unidic-lite
+        "unidic-lite",
+        "jaconv",
+        "mojimoji",
+        "jieba",  # Mandarin (misaki.zh)
+        "pypinyin",
+        "pypinyin-dict",
+        "cn2an",
+        "ordered-set",
     ],
     extras_require={
         "test": ["pytest", "onnx", "onnxscript", "onnxruntime"],

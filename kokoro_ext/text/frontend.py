@@ -235,7 +235,12 @@ def _load_g2p(lang: Language) -> Callable[[str], str]:
 
             g2p = Cutlet()
         elif lang.g2p == "misaki-zh":
+            import logging
+
+            import jieba
             from misaki.zh import ZHG2P
+
+            jieba.setLogLevel(logging.WARNING)  # not "Building prefix dict..." on stderr
 
             g2p = ZHG2P(version=None)  # Kokoro v1.0 ("1.1" is Kokoro-82M-v1.1-zh)
         else:
