@@ -332,10 +332,10 @@ _ENGLISH_RULES: list[_Rule] = [
         lambda m, lang: ordinal(int(m["n"]), lang),
     ),
     (
-        re.compile(r"(?<![\w.,-])(?P<a>\d+)\s?[-–]\s?(?P<b>\d+)(?![\w.,-]|\.\d)"),
+        re.compile(r"(?<![\w.,-])(?P<a>\d+)\s?[-–]\s?(?P<b>\d+)(?![\w-]|[.,]\d)"),
         lambda m, lang: f"{cardinal(m['a'], lang)} to {cardinal(m['b'], lang)}",
     ),
-    (re.compile(r"(?<![\w.,])(?P<year>1[1-9]\d\d|20\d\d)(?P<s>s)?(?![\w,]|\.\d)"), _year),
+    (re.compile(r"(?<![\w.,])(?P<year>1[1-9]\d\d|20\d\d)(?P<s>s)?(?![\w]|[.,]\d)"), _year),
     (re.compile(rf"(?<![\w.,])[-−]?(?:{_NUMBER})(?![\w]|[.,]\d)"), lambda m, lang: _number(m[0], lang)),
     (  # "Main St." is a street, "St. Louis" a saint
         re.compile(r"\b(?P<name>[A-Z][a-z]+)\s+St\.(?P<end>\s*$)?(?=\s+[a-z\d]|[,;:!?)]|$)"),
