@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kokoro_ext.text.g2p import Phonemizer, _align
+from kokoro_ext.text.g2p import Phonemizer, _align, _lexicon, _misaki_en
 from kokoro_ext.text.tokenizer import tokenize
 
 SENTENCES = [
@@ -84,3 +84,11 @@ def test_a_fresh_process_imports_neither_spacy_nor_torch():
     assert phonemes == "həlˈO wˈɜɹld."
     assert not spacy and not torch and not espeak  # espeak-ng starts at the first unknown word
     print(f"fresh process: English G2P ready and first sentence phonemized in {seconds:.2f} s")
+
+
+@pytest.mark.parametrize("british", [False, True])
+def test_lexicon_is_misakis(british):
+    en = _misaki_en()
+    ours, theirs = _lexicon(en, british), en.Lexicon(british)
+    assert ours.golds == theirs.golds and ours.silvers == theirs.silvers
+    assert ours.cap_stresses == theirs.cap_stresses and ours.british == british

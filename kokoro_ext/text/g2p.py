@@ -105,6 +105,24 @@ def _offline_g2p_class() -> type:
     return OfflineG2P
 
 
+def _lexicon(en: types.ModuleType, british: bool):
+    """misaki's ``en.Lexicon(british)`` without re-checking every entry of its shipped
+    dictionaries against the vocab (a quarter of a second at every start; the test
+    suite compares the two)."""
+    import json
+    from importlib.resources import files
+
+    from misaki import data
+
+    lexicon = en.Lexicon.__new__(en.Lexicon)
+    lexicon.british, lexicon.cap_stresses = british, (0.5, 2)
+    prefix = "gb" if british else "us"
+    for kind in ("gold", "silver"):
+        entries = json.loads(files(data).joinpath(f"{prefix}_{kind}.json").read_text("utf-8"))
+        setattr(lexicon, f"{kind}s", en.Lexicon.grow_dictionary(entries))
+    return lexicon
+
+
 class _LazyFallback:
     """misaki's EspeakFallback, started on the first word outside the lexicon: importing
     phonemizer takes a few tenths of a second that text within the lexicon never needs."""
@@ -157,7 +175,7 @@ class Phonemizer:
             _register_punctuation_tagger()
             g2p.nlp = spacy_module.blank("en")
             g2p.nlp.add_pipe(_PUNCTUATION_TAGGER)
-        g2p.lexicon = en.Lexicon(british)
+        g2p.lexicon = _lexicon(en, british)
         g2p.fallback = _LazyFallback(british)
         self._g2p = g2p
 
