@@ -89,3 +89,19 @@ def test_latin_languages_drop_other_scripts_cjk_keeps_them(front_ends):
 def test_sentences_split_at_cjk_sentence_ends(front_ends):
     parts = list(_front(front_ends, "z").sentences("你好。我很好！你呢？"))
     assert [p.text for p in parts] == ["你好。", "我很好！", "你呢？"]
+
+
+def test_words_carry_their_text(front_ends):
+    spanish = _front(front_ends, "e").words("Hola amigo mío.")
+    assert [(w.text, w.phonemes) for w in spanish] == [
+        ("Hola ", "ˈola "), ("amigo ", "amˈiɣo "), ("mío.", "mˈio.")
+    ]
+    # no spaces to pair words by: the sentence goes with the first word
+    chinese = _front(front_ends, "z").words("你好，你好吗？")
+    assert chinese[0].text.strip() == "你好，你好吗？" and all(not w.text for w in chinese[1:])
+    assert "".join(w.phonemes for w in chinese).strip() == "ni↓xau↓, ni↓xau↓ ma?"
+
+
+def test_hindi_sentences_end_at_the_danda(front_ends):
+    parts = list(_front(front_ends, "h").sentences("आज मौसम अच्छा है। चलो चलें।"))
+    assert [p.text for p in parts] == ["आज मौसम अच्छा है।", "चलो चलें।"]

@@ -119,6 +119,8 @@ class FrontEnd:
             text = norm.drop_symbols(_strip_invisible(text), code)
             return _CJK_SENTENCE_END.sub("\\1\n", text)
         text = norm.normalize(text, code)
+        if code == "h":  # the danda ends a Hindi sentence
+            text = re.sub(r"([।॥])(?!\n)", "\\1\n", text)
         return drop_other_scripts(text) if code in _LATIN else text
 
     def _say_as(self, segment: SayAs) -> str:
@@ -158,7 +160,8 @@ class FrontEnd:
                     pieces.append(segment.phonemes)
                 elif segment.text.strip():
                     pieces.append(self._other_g2p()(segment.text))
-            return words_of_phonemes(" ".join(p.strip() for p in pieces if p.strip()))
+            found = words_of_phonemes(" ".join(p.strip() for p in pieces if p.strip()))
+            return _with_text(found, part.text)
 
     def phonemize(self, text: str) -> str:
         """The phonemes of all of ``text`` (sentences joined by a space)."""
@@ -178,6 +181,15 @@ class FrontEnd:
         if self._g2p is None:
             self._g2p = _load_g2p(self.language)
         return self._g2p
+
+
+def _with_text(words: list[Word], text: str) -> list[Word]:
+    """Phoneme Words given the text they say: word by word where the counts agree (the
+    G2P kept the word boundaries), else the whole text on the first Word."""
+    spelled = re.findall(r"\S+\s*", text)
+    if len(spelled) == len(words):
+        return [Word(t, w.phonemes) for t, w in zip(spelled, words)]
+    return [Word(text + " " if i == 0 else "", w.phonemes) for i, w in enumerate(words)]
 
 
 def _strip_invisible(text: str) -> str:
