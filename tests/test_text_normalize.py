@@ -28,6 +28,8 @@ ENGLISH = [
     ("1,999 people", "one thousand nine hundred ninety-nine people"),
     ("the 1990s", "the nineteen nineties"),
     ("agent 007", "agent zero zero seven"),
+    ("call 555-1234", "call five five five, one two three four"),
+    ("(555) 123-4567", "five five five, one two three, four five six seven"),
     ("No. 5", "number five"),
     ("#1", "number one"),
     # money

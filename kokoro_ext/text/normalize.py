@@ -305,6 +305,10 @@ _ENGLISH_RULES: list[_Rule] = [
         re.compile(rf"\b(?P<hour>\d{{1,2}})\s*(?P<ampm>{_AMPM})"),
         lambda m, lang: _time_hour(m, lang),
     ),
+    (  # phone numbers, digit by digit in their groups: 555-1234, (555) 123-4567
+        re.compile(r"(?<![\w-])(?:\(\d{3}\)\s?|\d{3}[-.\s])?\d{3}-\d{4}(?![\w-])"),
+        lambda m, lang: ", ".join(digits(g) for g in re.findall(r"\d+", m[0])),
+    ),
     (
         re.compile(
             rf"(?P<sign>[$€£¥₹])\s?(?P<amount>{_NUMBER})"
