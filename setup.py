@@ -98,14 +98,23 @@ setup(
         f"apache-tvm-ffi=={pinned('TVM_FFI_VERSION')}",
         "numpy",
         "scipy-openblas32>=0.3.27",  # the native kernels link its OpenBLAS
-        # misaki's English G2P, listed rather than as misaki[en]: that extra also brings
-        # spacy-curated-transformers and with it torch, which the tokenizer-only pipeline
-        # (kokoro_ext.text.g2p) never uses
+        # the text front end (kokoro_ext/text): G2P of the nine Kokoro languages, offline.
+        # misaki's English G2P is listed rather than as misaki[en]: that extra also brings
+        # spacy-curated-transformers and with it torch, which kokoro_ext.text never uses
         "misaki==0.9.4",
-        "spacy>=3.8",
-        "num2words",
+        "spacy>=3.8",  # only misaki's types; kokoro_ext.text.tokenizer splits the text
+        "num2words",  # numbers spelled out (kokoro_ext.text.normalize)
+        "espeakng-loader",  # espeak-ng and its data: es, fr, hi, it, pt-br; English fallback
         "phonemizer-fork",
-        "espeakng-loader",
+        "fugashi",  # Japanese (misaki's cutlet reader) with the dictionary unidic-lite
+        "unidic-lite",
+        "jaconv",
+        "mojimoji",
+        "jieba",  # Mandarin (misaki.zh)
+        "pypinyin",
+        "pypinyin-dict",
+        "cn2an",
+        "ordered-set",
     ],
     extras_require={
         # The build side (kokoro_ext.build) and the comparison tools (kokoro_ext.tools).

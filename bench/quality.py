@@ -21,6 +21,10 @@ pytorch, per sentence and over the set (source-phase branch-cut flips resolved a
 kokoro_ext.tools.validate).  Writes ``quality.json`` (every transcript), ``quality.txt`` (the
 tables) and ``quality.png`` (a chart) to ``--out`` (default bench/results).
 
+``--set written`` speaks WRITTEN instead: sentences full of numbers, money, dates and
+abbreviations, scored against their spoken form (kokoro_ext.text.normalize), into
+``quality-written.*``.
+
 Needs: pocketsphinx, onnxruntime, matplotlib (pip) and espeak-ng (apt-get).
 """
 
@@ -91,6 +95,38 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
     with wave.open(str(path)) as f:
         data = np.frombuffer(f.readframes(f.getnframes()), "<i2").astype(np.float32) / 32768
         return data, f.getframerate()
+
+
+#: Written forms (numbers, money, dates, times, units, abbreviations) that the text front
+#: end spells out (kokoro_ext.text.normalize); ``--set written``.  Their reference for
+#: the word error rate is the spoken form, ``normalize(text)``.
+WRITTEN = (
+    "Dr. Smith paid $1,234.56 for the car on March 3rd.",
+    "The meeting starts at 3:45 pm on 2024-03-01.",
+    "Prices rose 12% in 1999, then fell 5% in 2001.",
+    "The store is 5 km away, on Main St. near the park.",
+    "She ran 10 km in 45 min and drank 2 L of water.",
+    "Mr. and Mrs. Jones have 3 kids, aged 5-10.",
+    "It costs €5 or £3.50, e.g. about the price of a coffee.",
+    "The 21st century began on January 1st, 2001.",
+    "Call me at 9:05 am or write to info@example.com.",
+    "The temperature dropped to -5 degrees at 6:30 am.",
+    "He was born on July 4th, 1976, in St. Louis.",
+    "The box weighs 10 kg and is 30 cm wide.",
+    "Prof. Brown gave 2 talks, at 10:00 and at 2 pm.",
+    "Only 0.5% of the 1,000,000 users saw the bug.",
+    "Tickets cost $25 each, or $5 million for the stadium.",
+    "Visit www.example.com for 50% off, bread, milk, etc.",
+)
+
+
+def spoken(text: str, written: bool) -> str:
+    """The words a listener should hear: ``text``, or its normalized form (``--set written``)."""
+    if not written:
+        return text
+    from kokoro_ext.text.normalize import normalize
+
+    return normalize(text, "a")
 
 
 def words(text: str) -> list[str]:
@@ -190,7 +226,8 @@ def run(args: argparse.Namespace) -> dict:
     for i, text in enumerate(args.sentences):
         phonemes = synth.phonemize(text)
         ids = phonemes_to_ids(phonemes, synth.vocab)
-        row = {"text": text, "phonemes": phonemes, "heard": {}, "seconds": {}}
+        said = spoken(text, args.set == "written")
+        row = {"text": text, "said": said, "phonemes": phonemes, "heard": {}, "seconds": {}}
         started = time.perf_counter()
         trace = synth.synthesize_phonemes(phonemes, voice=voice, seed=args.seed)
         row["seconds"]["tvm"] = time.perf_counter() - started
@@ -210,20 +247,20 @@ def run(args: argparse.Namespace) -> dict:
         audio = {"tvm": (trace.audio, SAMPLE_RATE), "pytorch": (kokoro, SAMPLE_RATE),
                  "onnx-int8": (onnx_audio, SAMPLE_RATE)}
         if have_espeak:
-            audio["espeak-ng"] = espeak(text)
+            audio["espeak-ng"] = espeak(said)
         for engine, (samples, rate) in audio.items():
             row["heard"][engine] = recognize(samples, rate)
             if args.keep_wavs:
                 args.keep_wavs.mkdir(parents=True, exist_ok=True)
                 write_wav(args.keep_wavs / f"{i:02d}-{engine}.wav", samples, rate)
         row["errors"] = {
-            e: edit_distance(words(text), words(heard)) for e, heard in row["heard"].items()
+            e: edit_distance(words(said), words(heard)) for e, heard in row["heard"].items()
         }
         rows.append(row)
         print(f"[{i + 1}/{len(args.sentences)}] {text}", flush=True)
         for engine in engines:
             print(f"    {engine:<10} {row['errors'][engine]:>2} err  {row['heard'][engine]}", flush=True)
-    reference_words = sum(len(words(r["text"])) for r in rows)
+    reference_words = sum(len(words(r["said"])) for r in rows)
     wer = {e: sum(r["errors"][e] for r in rows) / reference_words for e in engines}
     pairs = [(r["snr_db"], r) for r in rows if r["snr_db"] is not None]
     return {
@@ -305,10 +342,18 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--first", type=int, help="only the first N sentences (a quick look)")
     parser.add_argument("--keep-wavs", type=Path, help="also write every waveform here")
+    parser.add_argument(
+        "--set", choices=("plain", "written"), default="plain",
+        help="plain: SENTENCES; written: WRITTEN, full of numbers, money, dates and "
+        "abbreviations (results as quality-written.*)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    args.sentences = SENTENCES[: args.first] if args.first else SENTENCES
+    sentences = WRITTEN if args.set == "written" else SENTENCES
+    args.sentences = sentences[: args.first] if args.first else sentences
     result = run(args)
-    write_results(args.out, "quality", result, format_tables(result), plot)
+    result["set"] = args.set
+    name = "quality" if args.set == "plain" else "quality-written"
+    write_results(args.out, name, result, format_tables(result), plot)
     return 0
 
 

@@ -2,12 +2,12 @@
 and two schedule rules.
 
 In the library dispatch slot, before legalization, ``DispatchNativeKernels`` sends the
-GEMM-shaped ops to the native kernels (kokoro_ext.dispatch), static or symbolic shapes
+GEMM-shaped ops to the native kernels (kokoro_ext.build.dispatch), static or symbolic shapes
 alike, and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
-Winograd (kokoro_ext.frontend.winograd).  Then ``LiftTransformParams`` moves whatever
+Winograd (kokoro_ext.build.frontend.winograd).  Then ``LiftTransformParams`` moves whatever
 depends on the weights alone (weight norm, transposes, Winograd filters) out of ``main``
 into ``main_transform_params``, which the runtime runs once when it loads a stage
-(kokoro_ext.runner): the build stores the weights as the checkpoint has them, and
+(kokoro_ext.run.runner): the build stores the weights as the checkpoint has them, and
 ``main`` never recomputes their transforms.
 
 TVM 0.27's CPU pipeline (relax.backend.cpu_generic) fuses operators (FuseOps/FuseTIR) but

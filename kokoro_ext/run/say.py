@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m kokoro_ext.say",
         description=__doc__.split("\n\n")[1],
     )
-    parser.add_argument("text", nargs="?", help="English text, or - to read it from stdin")
+    parser.add_argument("text", nargs="?", help="the text, or - to read it from stdin")
     parser.add_argument("-f", "--file", type=Path, help="read the text from this UTF-8 file")
     parser.add_argument("-o", "--output", type=Path, default=Path("out.wav"))
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts"))
@@ -55,6 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--list-voices", action="store_true", help="list the voices `--voice NAME` takes and exit"
+    )
+    parser.add_argument(
+        "--lang",
+        help=f"the text's language ({LANGUAGES}; default: the voice's first letter, else a); "
+        "SSML when the text starts with <speak>",
     )
     parser.add_argument("--speed", type=float, default=1.0)
     parser.add_argument(
@@ -69,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         text = read_text(args.text, args.file)
-        synth = Synthesizer(args.artifacts)
+        synth = Synthesizer(args.artifacts, lang=args.lang)
         # load the stages while the text is phonemized (the G2P's start-up is seconds)
         threading.Thread(target=synth.load, daemon=True).start()
         chunks = synth.stream(text, args.voice, args.speed, args.seed)
@@ -101,7 +106,7 @@ def _list_voices() -> int:
         print(f"error: no voices in {voices_dir()}; {FETCH_HINT}", file=sys.stderr)
         return 2
     print(f"{len(names)} voices in {voices_dir()}; the first letter is the voice's language "
-          f"({LANGUAGES}), the second f or m; the text is always read as English:")
+          f"({LANGUAGES}), the second f or m; it picks the text's language unless --lang does:")
     for prefix in sorted({n.split('_')[0] for n in names}):
         print(f"  {prefix}: " + " ".join(n for n in names if n.startswith(prefix + "_")))
     return 0

@@ -17,10 +17,11 @@ from kokoro_ext.run.geometry import Geometry
 from kokoro_ext.run.pipeline import AnyLength, LengthOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.run.runner import StageRunner, load_library
 from kokoro_ext.run.voices import check_voice_pack, load_voice_array
-from kokoro_ext.text import PAUSES, Phonemizer, Piece, phonemes_to_ids
-from kokoro_ext.text.chunking import Break, drop_other_scripts, pack, split_in_two, split_sentences
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import drop_resident_pages, entries_from_json, load_weights
+from kokoro_ext.text import Piece, phonemes_to_ids
+from kokoro_ext.text.chunking import Break, pack, pause_after, split_in_two
+from kokoro_ext.text.frontend import FrontEnd, resolve_language
 
 SPEED_RANGE = (0.5, 2.0)
 #: Vocab symbols that are pauses and intonation, not sounds: a chunk of only these is skipped.
@@ -96,7 +97,10 @@ class Synthesizer:
     Streams interleave chunk by chunk; G2P and stage loading have locks of their own.
     """
 
-    def __init__(self, artifacts_dir: str | Path = "artifacts"):
+    def __init__(self, artifacts_dir: str | Path = "artifacts", lang: str | None = None):
+        # lang: a Kokoro language code (a b e f h i j p z, kokoro_ext.text.languages);
+        # None speaks the language each call's voice name implies (ef_dora: Spanish)
+        self.lang = None if lang is None else resolve_language(lang).code
         self.directory = Path(artifacts_dir)
         self.manifest = artifacts.read_manifest(self.directory)
         installed = importlib.metadata.version("apache-tvm")
@@ -121,7 +125,7 @@ class Synthesizer:
         self.token_sizes = AnyLength(limits["tokens"])
         self.frame_sizes = AnyLength(limits["frames"])
         self._runners: dict[str, StageRunner] = {}
-        self._phonemizer: Phonemizer | None = None
+        self._front_ends: dict[str, FrontEnd] = {}
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
         self._text_lock = threading.Lock()
@@ -150,15 +154,14 @@ class Synthesizer:
         for name in self.manifest["stages"]:
             self._stage(name, 0)
 
-    def _g2p(self) -> Phonemizer:
-        if self._phonemizer is None:
-            self._phonemizer = Phonemizer()
-        return self._phonemizer
+    def _g2p(self, voice: Voice = None) -> FrontEnd:
+        code = resolve_language(self.lang, voice).code
+        return self._front_ends.setdefault(code, FrontEnd(code))  # kokoro_ext.text.frontend
 
-    def phonemize(self, text: str) -> str:
-        """English text -> Kokoro phonemes (offline G2P)."""
+    def phonemize(self, text: str, voice: Voice = None) -> str:
+        """Text (markup, numbers, ...: kokoro_ext.text.frontend) -> Kokoro phonemes."""
         with self._text_lock:
-            return self._g2p()(text)
+            return self._g2p(voice).phonemize(text)
 
     @property
     def chunk_limit(self) -> int:
@@ -172,7 +175,7 @@ class Synthesizer:
         speed: float = 1.0,
         seed: int = 0,
     ) -> Iterator[Chunk]:
-        """English text of any length -> Chunks, each yielded as soon as it is synthesized.
+        """Text of any length -> Chunks, each yielded as soon as it is synthesized.
 
         The text is split into sentences and phonemized one sentence at a time, and the
         phonemes are packed into chunks that fit the token limit (and, if the
@@ -182,7 +185,10 @@ class Synthesizer:
         speed, seed + i)``.  ``Chunk.pause`` is the silence
         to put before it (kokoro_ext.text.chunking.PAUSES); ``join`` applies it.
 
-        Letters of other scripts (Cyrillic, CJK, ...) are dropped with a warning; text
+        The text is read in the Synthesizer's ``lang``, else the language the voice's name
+        implies, else American English, with SSML, numbers and symbols handled as
+        kokoro_ext.text.frontend says.  Letters of scripts the language does not write
+        are dropped with a warning; text
         that leaves nothing to say raises ValueError (when the stream is exhausted).
         Arguments are checked here, before the first chunk is asked for.
         """
@@ -192,14 +198,15 @@ class Synthesizer:
             raise ValueError("no text to synthesize: the text is empty or only whitespace")
         check_speed(speed)
         voice_pack = self._voice_pack(voice)
-        return self._chunks(drop_other_scripts(text), voice_pack, speed, seed)
+        front = self._g2p(voice)
+        return self._chunks(front, front.sentences(text), text, voice_pack, speed, seed)
 
-    def _chunks(self, text: str, voice: np.ndarray, speed: float, seed: int) -> Iterator[Chunk]:
+    def _chunks(self, front, sentences, text, voice, speed: float, seed: int) -> Iterator[Chunk]:
         index = 0
-        previous: Break | None = None
-        for sentence in split_sentences(text):
+        previous: Break | float | None = None
+        for sentence in sentences:
             with self._text_lock:
-                words = self._g2p().words(sentence.text)
+                words = front.words(sentence)
             stack = pack(words, self.chunk_limit, sentence.end)[::-1]
             while stack:
                 piece = stack.pop()
@@ -218,7 +225,7 @@ class Synthesizer:
                     text=piece.text,
                     phonemes=piece.phonemes,
                     audio=trace.audio,
-                    pause=0.0 if previous is None else PAUSES[previous],
+                    pause=0.0 if previous is None else pause_after(previous),
                     index=index,
                     seed=seed + index,
                     trace=trace,
@@ -227,7 +234,7 @@ class Synthesizer:
                 previous = piece.end
         if index == 0:
             raise ValueError(
-                f"nothing to say in English in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
+                f"nothing to say in {front.language.name.split()[-1]} in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
                 "it has no words, only punctuation or symbols without a pronunciation"
             )
 
@@ -241,7 +248,7 @@ class Synthesizer:
         speed: float = 1.0,
         seed: int = 0,
     ) -> np.ndarray:
-        """English text of any length -> float32 waveform at 24 kHz: ``join(stream(...))``."""
+        """Text of any length -> float32 waveform at 24 kHz: ``join(stream(...))``."""
         return join(self.stream(text, voice, speed, seed))
 
     def synthesize_phonemes(

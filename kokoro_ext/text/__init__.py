@@ -1,6 +1,18 @@
-"""Text to Kokoro phonemes, offline, in chunks the compiled buckets hold."""
+"""Text to Kokoro phonemes, offline, in chunks the compiled buckets hold.
+
+``FrontEnd(lang)`` (frontend.py) is the whole text side: markup (markup.py),
+normalization (normalize.py), sentences and chunks (chunking.py) and the G2P of the
+nine Kokoro languages (languages.py; English: g2p.py with tokenizer.py).
+(``normalize`` is the module kokoro_ext.text.normalize, not re-exported: its function
+of the same name would shadow it.)
+"""
 
 from .chunking import PAUSES, Piece, Word
+from .frontend import FrontEnd, Part
 from .g2p import Phonemizer, phonemes_to_ids
+from .languages import LANGUAGES, Language, language
 
-__all__ = ["PAUSES", "Phonemizer", "Piece", "Word", "phonemes_to_ids"]
+__all__ = [
+    "LANGUAGES", "PAUSES", "FrontEnd", "Language", "Part", "Phonemizer", "Piece", "Word",
+    "language", "phonemes_to_ids",
+]  # fmt: skip

@@ -46,6 +46,14 @@ PAUSES: dict[str, float] = {
     "phoneme": 0.0,
 }
 
+
+
+def pause_after(end: Break | float) -> float:
+    """Seconds of silence after a chunk that ends with ``end``: a Break, or the seconds
+    of an explicit pause (SSML ``<break time>``, kokoro_ext.text.markup)."""
+    return PAUSES[end] if isinstance(end, str) else float(end)
+
+
 SENTENCE_END = ".!?…"
 CLAUSE_END = ",;:—…"
 # Punctuation that ends a sentence but leaves it open ("Note: ...") pauses like a clause.
@@ -94,7 +102,7 @@ class Piece:
     """A chunk's words and how it ends."""
 
     words: tuple[Word, ...]
-    end: Break
+    end: Break | float  # seconds: an explicit pause (kokoro_ext.text.markup)
 
     @property
     def text(self) -> str:
@@ -191,7 +199,7 @@ def size(words: Sequence[Word]) -> int:
     return len("".join(w.phonemes for w in words).strip())
 
 
-def pack(words: Sequence[Word], limit: int, end: Break = "sentence") -> list[Piece]:
+def pack(words: Sequence[Word], limit: int, end: Break | float = "sentence") -> list[Piece]:
     """Words -> chunks of at most ``limit`` phoneme symbols, in order, nothing lost.
 
     A chunk ends after the last clause punctuation that fits if that keeps it at least a

@@ -1,7 +1,7 @@
 """The Relax side: converters for ``from_exported_program(custom_convert_map=...)``.
 
 The GEMM-shaped ops (1-D convolutions, addmm, bmm) keep the importer's converters and go
-to the native kernels in the pipeline instead (kokoro_ext.dispatch), where symbolic
+to the native kernels in the pipeline instead (kokoro_ext.build.dispatch), where symbolic
 shapes are known.
 """
 
@@ -23,7 +23,7 @@ def custom_convert_map(lstm_backend: LstmBackend = "native") -> dict:
 
     ``lstm_backend`` is the one switch between the native kernel ("native") and the TIR
     loop ("tir") for ``kokoro_ext::packed_lstm``.  ``tanh`` and small integer powers always
-    get the lowerings that vectorize (kokoro_ext.frontend.elementwise).
+    get the lowerings that vectorize (kokoro_ext.build.frontend.elementwise).
     """
     return {
         "packed_lstm.default": convert_packed_lstm(lstm_backend),

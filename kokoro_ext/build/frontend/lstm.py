@@ -1,9 +1,9 @@
-"""Converter for ``kokoro_ext::packed_lstm`` (see kokoro_ext.export.packed_lstm).
+"""Converter for ``kokoro_ext::packed_lstm`` (see kokoro_ext.build.export.packed_lstm).
 
 Both backends take the op's tensors unchanged and produce (y, h_n, c_n):
   "native"  R.call_dps_packed("kokoro_ext.lstm", ...): the C++ kernel (cpp/src/lstm.cc),
-            which needs the library loaded (kokoro_ext.native.load()) where it runs;
-  "tir"     R.call_tir to the TIR loop (kokoro_ext.kernels.lstm_tir), pure TVM.
+            which needs the library loaded (kokoro_ext.run.native.load()) where it runs;
+  "tir"     R.call_tir to the TIR loop (kokoro_ext.build.kernels.lstm_tir), pure TVM.
 """
 
 from __future__ import annotations

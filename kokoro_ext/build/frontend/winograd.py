@@ -1,12 +1,12 @@
 """Winograd for the long stride-1 convolutions: a Relax pass over the imported module.
 
-It runs in the pipeline right after kokoro_ext.dispatch.DispatchNativeKernels: a
+It runs in the pipeline right after kokoro_ext.build.dispatch.DispatchNativeKernels: a
 ``kokoro_ext.conv1d`` call with stride 1, for a shape where the native library says
 Winograd pays, becomes ``kokoro_ext.conv1d_winograd`` (cpp/src/winograd.cc) on a
 transformed filter, the way TVM's conv2d_winograd_without_weight_transform takes a
 pre-transformed weight.  A constant filter is transformed here, once.  A filter that is a
 weight parameter of the function (the build keeps weights as parameters, see
-kokoro_ext.compiler) gets a ``kokoro_ext.winograd_filter`` call on it, which
+kokoro_ext.build.compiler) gets a ``kokoro_ext.winograd_filter`` call on it, which
 LiftTransformParams then moves into the weight transform the runtime runs once at load.
 
 Whether Winograd pays depends on the output length.  A symbolic length (torch.export's
