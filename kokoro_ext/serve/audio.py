@@ -150,7 +150,8 @@ def _soundfile(format: str, subtype: str) -> Encoder:
     writer = soundfile.SoundFile(sink, "w", SAMPLE_RATE, 1, format=format, subtype=subtype)
 
     def feed(audio: np.ndarray) -> bytes:
-        writer.write(audio)
+        # the same 16-bit samples as pcm and wav (libsndfile would round floats its own way)
+        writer.write(np.frombuffer(pcm16(audio), "<i2"))
         return sink.drain()
 
     def finish() -> bytes:
