@@ -98,7 +98,9 @@ setup(
         "scipy-openblas32>=0.3.27",
     ],
     extras_require={
-        "test": ["pytest", "onnx", "onnxscript", "onnxruntime"],
+        "test": ["pytest", "onnx", "onnxscript", "onnxruntime", "openai", "httpx"],
+        # python -m kokoro_ext.serve: the OpenAI-compatible speech server and its encoders
+        "serve": ["starlette", "uvicorn", "soundfile>=0.13", "lameenc"],
         # bench/e2e.py compares with ONNX Runtime and plots
         "bench": ["onnx", "onnxscript", "onnxruntime", "matplotlib"],
     },
