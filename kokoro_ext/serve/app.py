@@ -44,6 +44,8 @@ OPENAI_VOICES = {
     "shimmer": "af_bella",  # Kokoro has no shimmer; a bright American female voice
 }
 API_KEY_ENV = "KOKORO_EXT_API_KEY"
+#: ServerOptions as JSON, for ``app_from_env`` in uvicorn's worker processes.
+OPTIONS_ENV = "KOKORO_EXT_SERVE_OPTIONS"
 _VOICE_NAME = re.compile(r"^[a-z]{2}_[a-z0-9]+$")  # af_heart; no dots, no slashes
 _VOICE_VALUES = 510 * 1 * 256  # a voice pack: float32 [510, 1, 256]
 
@@ -353,3 +355,13 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
         ],
         lifespan=lifespan,
     )
+
+
+def app_from_env() -> Starlette:
+    """``create_app`` with the ServerOptions in $KOKORO_EXT_SERVE_OPTIONS (JSON, fields of
+    ServerOptions; missing ones default): the factory each of uvicorn's workers calls."""
+    fields = json.loads(os.environ.get(OPTIONS_ENV) or "{}")
+    for name in ("artifacts", "voices"):
+        if fields.get(name) is not None:
+            fields[name] = Path(fields[name])
+    return create_app(ServerOptions(**fields))
