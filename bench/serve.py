@@ -12,9 +12,9 @@ port, speaking OpenAI's ``POST /v1/audio/speech`` with ``response_format: pcm``:
               "fastkokoro[cpu]==0.7.0"``; pass ``--fastkokoro ~/.fastkokoro/bin/fastkokoro``
 
 Load: at each level of ``--clients``, that many clients send requests back to back from
-one shared list of ``--requests`` (per client; cut short at ``--time-cap`` seconds),
-every fourth a paragraph (LONG, ~70 words), the others a short reply (SHORT, 5-12
-words), voice af_heart.  A server is warmed up with one request first (not counted).
+one shared list of ``--requests`` per client, rounded up to a multiple of four (cut
+short at ``--time-cap`` seconds), every fourth a paragraph (LONG, ~70 words), the
+others a short reply (SHORT, 5-12 words), voice af_heart.  A server is warmed up with one request first (not counted).
 
 Per level: time to the first audio byte (TTFA) p50/p95, short and long texts apart;
 total latency p50/p95; throughput in seconds of audio (the PCM received) per wall
@@ -243,7 +243,9 @@ def run_engine(engine: str, args: argparse.Namespace, log=print) -> dict:
         log(f"{engine}: up at {url}, warm-up {warm[0].total:.2f} s ({warm[0].error or 'ok'})")
         levels = {}
         for clients in args.clients:
-            results, wall = asyncio.run(level(url, engine, clients, clients * args.requests, args.time_cap))
+            # a whole number of rounds of four, so that every level has the same mix
+            n = -(-clients * args.requests // 4) * 4
+            results, wall = asyncio.run(level(url, engine, clients, n, args.time_cap))
             levels[clients] = summarize(results, wall, peak_rss_mb(proc.pid))
             log(format_row(engine, clients, levels[clients]))
         return {"idle_rss_mb": idle_rss, "levels": levels}
@@ -285,7 +287,7 @@ def format_table(result: dict) -> str:
     lines.append(
         f"\nseconds; TTFA = time to the first audio byte; {m['cpus']} CPUs, load before "
         f"{m['load_before']}, after {m['load_after']}; {result['requests_per_client']} requests "
-        f"per client, every fourth long; {m['date']}"
+        f"per client (at least 4), every fourth long; {m['date']}"
     )
     return "\n".join(lines)
 

@@ -235,6 +235,18 @@ def test_body_without_length_is_still_limited(server):
     assert response.status_code == 413 and "larger than 4096" in response.text
 
 
+def test_a_body_that_never_arrives_is_408(synth, voices):
+    app = create_app(options(voices, send_timeout=1.0), synth)
+    with running(app) as (url, app):
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{\"model\": ")  # and then nothing
+            answer = s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1.0 s" in answer
+        assert post(url, speech(input="Hi."), key=None).status_code == 200
+
+
 # --- disconnects and admission ----------------------------------------------------------
 
 
@@ -322,3 +334,39 @@ def test_streamed_wav_header_is_the_largest_length():
     data = encoder.feed(np.zeros(2400, np.float32)) + encoder.finish()
     assert int.from_bytes(data[40:44], "little") == 2 * audio.WAV_STREAM_FRAMES
     assert len(data) == 44 + 4800  # the close-time fix-up changed nothing already sent
+
+
+def test_cancelling_a_waiting_request_frees_its_place():
+    def forever():
+        while True:
+            time.sleep(0.01)
+            yield 0
+
+    async def main():
+        scheduler = Scheduler(max_active=1, max_queue=1)
+        try:
+            running_job = scheduler.submit(forever())
+            waiting = scheduler.submit(forever())
+            with pytest.raises(QueueFull):
+                scheduler.submit(forever())
+            scheduler.cancel(waiting)
+            assert await waiting.get(scheduler) is END and waiting.produced == 0
+            scheduler.submit(forever())  # its place in the queue is free again
+            assert scheduler.stats().cancelled == 1 and scheduler.retry_after() >= 1
+            assert await running_job.get(scheduler) == 0
+        finally:
+            scheduler.close()
+
+    asyncio.run(main())
+
+
+def test_workers_get_the_options_from_the_environment(build_dir, voices, monkeypatch):
+    from kokoro_ext.serve.app import OPTIONS_ENV, app_from_env
+
+    monkeypatch.setenv(OPTIONS_ENV, json.dumps(
+        {"artifacts": str(build_dir[0]), "voices": str(voices), "api_key": "k2", "warmup": False}
+    ))
+    with running(app_from_env()) as (url, app):
+        assert httpx.get(f"{url}/health").json()["voices"] == 2
+        assert post(url, speech(input="Hi."), key=KEY).status_code == 401
+        assert post(url, speech(input="Hi.", response_format="pcm"), key="k2").status_code == 200

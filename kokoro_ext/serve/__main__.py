@@ -29,7 +29,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
     p.add_argument("--max-input-chars", type=int, default=d.max_input_chars, help="default: %(default)s")
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, help="default: %(default)s")
     p.add_argument("--send-timeout", type=float, default=d.send_timeout,
-                   help="seconds a stalled client is kept (default: %(default)s)")
+                   help="seconds a client may take to send its body, or stall our sending "
+                   "(default: %(default)s)")
     p.add_argument("--workers", type=int, default=1,
                    help="uvicorn worker processes, each a replica with its own memory "
                    "(default: %(default)s)")

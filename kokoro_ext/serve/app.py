@@ -63,7 +63,7 @@ class ServerOptions:
     max_queue: int = 32  # requests waiting for a turn; beyond, 503 with Retry-After
     max_input_chars: int = 4096  # OpenAI's limit on ``input``
     max_body_bytes: int = 64 * 1024
-    send_timeout: float = 30.0  # seconds a client may stall a send before it is dropped
+    send_timeout: float = 30.0  # seconds a client may take to send its body or stall a send
     warmup: bool = True  # synthesize a word at startup, so the first request is not slower
 
 
@@ -292,7 +292,12 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
         state = request.app.state
         try:
             check_key(request)
-            body = await _read_body(request, options.max_body_bytes)
+            try:  # a client that trickles its body holds a connection, not the worker
+                body = await asyncio.wait_for(
+                    _read_body(request, options.max_body_bytes), options.send_timeout
+                )
+            except asyncio.TimeoutError:
+                raise HTTPError(408, f"the body did not arrive within {options.send_timeout} s") from None
             spec = parse_speech(body, voices, options)
             try:
                 chunks = state.synthesizer.stream(spec.input, voices.pack(spec.voice), spec.speed)
