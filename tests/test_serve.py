@@ -7,6 +7,8 @@ import contextlib
 import io
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import wave
@@ -327,6 +329,19 @@ def test_short_request_is_not_starved_by_a_long_one():
     # the short request's three chunks came within its first few turns, not after 50
     last_short = max(i for i, name in enumerate(order) if name == "short")
     assert last_short < 10, order[:12]
+
+
+def test_the_server_imports_nothing_of_the_build_side():
+    # the run side is to be torch-free: the server must not be what pulls torch in
+    code = (
+        "import sys, kokoro_ext.serve, kokoro_ext.serve.__main__; "
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('kokoro_ext.compiler', "
+        "'kokoro_ext.export', 'kokoro_ext.frontend', 'kokoro_ext.model', 'kokoro_ext.schedule', "
+        "'kokoro_ext.dispatch', 'kokoro_ext.kernels', 'tvm'))]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 def test_streamed_wav_header_is_the_largest_length():
