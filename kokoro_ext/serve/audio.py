@@ -5,9 +5,9 @@ Every format is written as it goes, so a response can start with the first chunk
 * ``pcm``: raw 16-bit little-endian mono at 24 kHz, as OpenAI sends it;
 * ``wav``: the standard library's ``wave`` writer, told the largest length a WAV header
   can hold (the data size is unknown until the end): players read to the end of the
-  stream, as with OpenAI's and Kokoro-FastAPI's streamed WAV;
+  stream, as is common for streamed WAV;
 * ``flac`` and ``opus`` (in Ogg): libsndfile through ``soundfile``, whose wheels bundle it;
-  the FLAC header goes out saying "total samples unknown", as in any FLAC stream;
+  the FLAC header goes out saying "total samples unknown" (0), which FLAC allows;
 * ``mp3``: LAME through ``lameenc`` (plain MPEG frames, no Xing header that would give a
   frame count before the end is known).
 
