@@ -123,7 +123,11 @@ setup(
             "kokoro==0.9.4",
             "onnx",  # kokoro_ext.build.model.onnx_import: the real weights are an ONNX export
         ],
-        "test": ["pytest", "onnx", "onnxscript", "onnxruntime", "import-linter>=2.1"],
+        "test": [
+            "pytest", "onnx", "onnxscript", "onnxruntime", "import-linter>=2.1", "openai", "httpx",
+        ],
+        # python -m kokoro_ext.serve: the OpenAI-compatible speech server and its encoders
+        "serve": ["starlette", "uvicorn", "soundfile>=0.13", "lameenc"],
         # bench/e2e.py compares with ONNX Runtime and plots
         "bench": ["onnx", "onnxscript", "onnxruntime", "matplotlib"],
     },

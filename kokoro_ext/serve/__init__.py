@@ -1,0 +1,12 @@
+"""An OpenAI-compatible speech server for a kokoro-tvm-ext build (run side only: no torch).
+
+    python -m kokoro_ext.serve --artifacts artifacts --port 8880
+
+``app`` (the Starlette application and its request validation), ``scheduler`` (the one
+worker thread that interleaves requests chunk by chunk, with a bounded queue) and
+``audio`` (streaming encoders for wav, pcm, flac, mp3 and opus).
+"""
+
+from kokoro_ext.serve.app import MODELS, OPENAI_VOICES, ServerOptions, create_app
+
+__all__ = ["MODELS", "OPENAI_VOICES", "ServerOptions", "create_app"]

@@ -1,0 +1,373 @@
+"""The OpenAI-compatible speech API as a Starlette application.
+
+``POST /v1/audio/speech`` takes OpenAI's body (``model``, ``input``, ``voice``,
+``response_format``, ``speed``) and streams the audio as it is synthesized;
+``GET /v1/audio/voices`` lists the voices, ``GET /v1/models`` the accepted model names,
+``GET /health`` says whether the server is up and how busy it is (never behind the API
+key, for load balancers' probes).  Errors are OpenAI's JSON shape,
+``{"error": {"message", "type", "param", "code"}}``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from kokoro_ext.serve import audio
+from kokoro_ext.serve.scheduler import END, Job, QueueFull, Scheduler
+
+#: Model names accepted in ``model``: all mean the one Kokoro-82M build being served.
+MODELS = ("kokoro", "tts-1", "tts-1-hd")
+#: OpenAI's voices -> the Kokoro v1.0 voice of the same name or character.
+OPENAI_VOICES = {
+    "alloy": "af_alloy",
+    "echo": "am_echo",
+    "fable": "bm_fable",
+    "onyx": "am_onyx",
+    "nova": "af_nova",
+    "shimmer": "af_bella",  # Kokoro has no shimmer; a bright American female voice
+}
+API_KEY_ENV = "KOKORO_EXT_API_KEY"
+#: ServerOptions as JSON, for ``app_from_env`` in uvicorn's worker processes.
+OPTIONS_ENV = "KOKORO_EXT_SERVE_OPTIONS"
+_VOICE_NAME = re.compile(r"^[a-z]{2}_[a-z0-9]+$")  # af_heart; no dots, no slashes
+_VOICE_VALUES = 510 * 1 * 256  # a voice pack: float32 [510, 1, 256]
+
+
+@dataclass
+class ServerOptions:
+    """How the server runs; ``python -m kokoro_ext.serve --help`` sets each."""
+
+    artifacts: Path = Path("artifacts")
+    voices: Path | None = None  # default: the fetched voices (kokoro_ext.cache.voices_dir())
+    host: str = "127.0.0.1"
+    port: int = 8880
+    api_key: str | None = None  # required as "Authorization: Bearer KEY" when set
+    max_active: int = 8  # requests whose chunks take turns
+    max_queue: int = 32  # requests waiting for a turn; beyond, 503 with Retry-After
+    max_input_chars: int = 4096  # OpenAI's limit on ``input``
+    max_body_bytes: int = 64 * 1024
+    send_timeout: float = 30.0  # seconds a client may take to send its body or stall a send
+    warmup: bool = True  # synthesize a word at startup, so the first request is not slower
+
+
+def default_voices_dir() -> Path:
+    """The fetched voices, as kokoro_ext.cache finds them."""
+    from kokoro_ext import cache
+
+    return cache.voices_dir()
+
+
+class Voices:
+    """The voice packs (``<name>.bin``) of one directory, read once each, by name only.
+
+    A voice is looked up among the names listed in the directory, never joined onto a
+    path, so ``../x`` or ``/etc/passwd`` cannot reach a file outside it.
+    """
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.names = (
+            sorted(p.stem for p in directory.glob("*.bin") if _VOICE_NAME.match(p.stem))
+            if directory.is_dir()
+            else []
+        )
+        self._packs: dict[str, np.ndarray] = {}
+
+    def resolve(self, voice: str) -> str:
+        """The Kokoro name of ``voice`` (a Kokoro name or an OpenAI one); KeyError if none."""
+        name = OPENAI_VOICES.get(voice, voice)
+        if name not in self.names:
+            raise KeyError(voice)
+        return name
+
+    def pack(self, name: str) -> np.ndarray:
+        """The voice pack of a listed name, float32 [510, 1, 256] (read on first use)."""
+        if name not in self.names:
+            raise KeyError(name)
+        if name not in self._packs:  # 0.5 MB each: 54 voices are 28 MB once all are used
+            data = np.fromfile(self.directory / f"{name}.bin", dtype="<f4")
+            if data.size != _VOICE_VALUES:
+                raise ValueError(f"voice file {name}.bin holds {data.size} values, not {_VOICE_VALUES}")
+            self._packs[name] = data.reshape(510, 1, 256)
+        return self._packs[name]
+
+
+class HTTPError(Exception):
+    """An error answered as OpenAI's JSON error body."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, headers=None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.headers = status, message, param, headers
+
+    def response(self) -> JSONResponse:
+        kind = {401: "authentication_error", 503: "server_busy"}.get(
+            self.status, "invalid_request_error" if self.status < 500 else "server_error"
+        )
+        body = {"error": {"message": self.message, "type": kind, "param": self.param, "code": None}}
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+@dataclass
+class SpeechRequest:
+    """A validated ``POST /v1/audio/speech`` body."""
+
+    input: str
+    voice: str  # the Kokoro voice name
+    response_format: str
+    speed: float
+
+
+def parse_speech(body: bytes, voices: Voices, options: ServerOptions) -> SpeechRequest:
+    """Validate a request body; HTTPError(400) naming the field and what is allowed."""
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise HTTPError(400, f"the body is not valid JSON: {error}") from None
+    if not isinstance(payload, dict):
+        raise HTTPError(400, "the body must be a JSON object")
+    for name in ("model", "input", "voice"):
+        if name not in payload:
+            raise HTTPError(400, f"missing required field {name!r}", name)
+    model = payload["model"]
+    if model not in MODELS:
+        raise HTTPError(400, f"unknown model {model!r}; one of {', '.join(MODELS)}", "model")
+    text = payload["input"]
+    if not isinstance(text, str) or not text.strip():
+        raise HTTPError(400, "'input' must be a non-empty string", "input")
+    if len(text) > options.max_input_chars:
+        raise HTTPError(
+            400,
+            f"'input' has {len(text)} characters; at most {options.max_input_chars} are allowed",
+            "input",
+        )
+    voice = payload["voice"]
+    try:
+        name = voices.resolve(voice) if isinstance(voice, str) else None
+    except KeyError:
+        name = None
+    if name is None:
+        raise HTTPError(
+            400,
+            f"unknown voice {voice!r}; one of {', '.join(voices.names)} "
+            f"or OpenAI's {', '.join(f'{k} ({v})' for k, v in OPENAI_VOICES.items())}",
+            "voice",
+        )
+    response_format = payload.get("response_format", "mp3")  # OpenAI's default
+    if response_format not in audio.FORMATS:
+        raise HTTPError(
+            400,
+            f"unknown response_format {response_format!r}; one of {', '.join(audio.FORMATS)}",
+            "response_format",
+        )
+    speed = payload.get("speed", 1.0)
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not math.isfinite(speed):
+        raise HTTPError(400, f"'speed' must be a number, got {speed!r}", "speed")
+    stream_format = payload.get("stream_format", "audio")
+    if stream_format != "audio":
+        raise HTTPError(400, f"stream_format {stream_format!r}: only 'audio' is served", "stream_format")
+    return SpeechRequest(text, name, response_format, float(speed))
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPError(413, f"the body has {declared} bytes; at most {limit} are allowed")
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limit:
+            raise HTTPError(413, f"the body is larger than {limit} bytes")
+    return bytes(body)
+
+
+class SpeechStream:
+    """The ASGI response of one speech request: audio chunk by chunk as the worker makes it.
+
+    It waits for the first chunk before answering, so an error found then (nothing to
+    say in the text) is still a 400; and it watches for the client going away (or
+    stalling a send past ``send_timeout``), which cancels the request's synthesis.
+    """
+
+    def __init__(self, job: Job, scheduler: Scheduler, response_format: str, send_timeout: float):
+        self.job, self.scheduler = job, scheduler
+        self.format, self.send_timeout = response_format, send_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            first = await self._next(gone)
+            if first is None:
+                return
+            if isinstance(first, Exception):
+                await _error_response(first).__call__(scope, receive, send)
+                return
+            headers = [(b"content-type", audio.MEDIA_TYPES[self.format].encode())]
+            if self.format in ("pcm", "wav"):
+                # what OpenAI's pcm is, for clients that cannot guess
+                headers.append((b"x-sample-rate", str(audio.SAMPLE_RATE).encode()))
+            await self._send(send, {"type": "http.response.start", "status": 200, "headers": headers})
+            encoder = audio.encoder(self.format)
+            chunk = first
+            while chunk is not END:
+                data = await _encode(encoder.feed, chunk.joined(), self.format)
+                if data:
+                    await self._send(send, {"type": "http.response.body", "body": data, "more_body": True})
+                chunk = await self._next(gone)
+                if chunk is None or isinstance(chunk, Exception):
+                    return  # gone, or failed mid-stream: the response is cut short
+            tail = await _encode(lambda _: encoder.finish(), None, self.format)
+            await self._send(send, {"type": "http.response.body", "body": tail, "more_body": False})
+        except (OSError, asyncio.TimeoutError):
+            pass  # the client went away or stopped reading: nothing more to tell it
+        finally:
+            gone.cancel()
+            self.scheduler.cancel(self.job)
+
+    async def _next(self, gone: asyncio.Future) -> Any:
+        """The next chunk, END, the generator's exception, or None if the client left."""
+        item = asyncio.ensure_future(self.job.get(self.scheduler))
+        await asyncio.wait({item, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not item.done():
+            item.cancel()
+            return None
+        try:
+            return item.result()
+        except Exception as error:
+            return error
+
+    async def _send(self, send: Send, message: dict) -> None:
+        await asyncio.wait_for(send(message), self.send_timeout)
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _encode(feed, data, response_format: str) -> bytes:
+    if response_format in ("pcm", "wav"):
+        return feed(data)
+    return await asyncio.to_thread(feed, data)  # codec work off the event loop
+
+
+def _error_response(error: Exception) -> JSONResponse:
+    if isinstance(error, ValueError):  # the Synthesizer's refusal, with its reason
+        return HTTPError(400, str(error)).response()
+    return HTTPError(500, f"synthesis failed: {type(error).__name__}").response()
+
+
+def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
+    """The application serving ``options.artifacts`` (or an already loaded ``synthesizer``).
+
+    The Synthesizer is loaded (every stage) and warmed up at startup, before the server
+    accepts requests; ``app.state`` holds ``synthesizer``, ``scheduler`` and ``voices``.
+    """
+    voices = Voices(Path(options.voices) if options.voices else default_voices_dir())
+    api_key = options.api_key or os.environ.get(API_KEY_ENV) or None
+
+    def check_key(request: Request) -> None:
+        if api_key is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), api_key.encode()):
+            raise HTTPError(401, "missing or wrong API key: send 'Authorization: Bearer KEY'")
+
+    async def speech(request: Request):
+        state = request.app.state
+        try:
+            check_key(request)
+            try:  # a client that trickles its body holds a connection, not the worker
+                body = await asyncio.wait_for(
+                    _read_body(request, options.max_body_bytes), options.send_timeout
+                )
+            except asyncio.TimeoutError:
+                raise HTTPError(408, f"the body did not arrive within {options.send_timeout} s") from None
+            spec = parse_speech(body, voices, options)
+            try:
+                chunks = state.synthesizer.stream(spec.input, voices.pack(spec.voice), spec.speed)
+            except ValueError as error:  # e.g. a speed the Synthesizer does not take
+                raise HTTPError(400, str(error), "speed" if "speed" in str(error) else None) from None
+            try:
+                job = state.scheduler.submit(chunks)
+            except QueueFull as error:
+                retry = state.scheduler.retry_after()
+                raise HTTPError(503, f"server busy: {error}; retry in {retry} s",
+                                headers={"Retry-After": str(retry)}) from None
+        except HTTPError as error:
+            return error.response()
+        return SpeechStream(job, state.scheduler, spec.response_format, options.send_timeout)
+
+    async def list_voices(request: Request):
+        try:
+            check_key(request)
+        except HTTPError as error:
+            return error.response()
+        return JSONResponse({"voices": voices.names, "openai": OPENAI_VOICES})
+
+    async def list_models(request: Request):
+        try:
+            check_key(request)
+        except HTTPError as error:
+            return error.response()
+        return JSONResponse(
+            {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "kokoro-tvm-ext"} for m in MODELS]}
+        )
+
+    async def health(request: Request):
+        stats = asdict(request.app.state.scheduler.stats())
+        return JSONResponse({"status": "ok", "voices": len(voices.names), **stats})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        synth = synthesizer
+        if synth is None:
+            from kokoro_ext import Synthesizer
+
+            synth = await asyncio.to_thread(Synthesizer, options.artifacts)
+            await asyncio.to_thread(synth.load)
+        if options.warmup:
+            await asyncio.to_thread(synth.synthesize, "Ready.")
+        app.state.synthesizer = synth
+        app.state.scheduler = Scheduler(options.max_active, options.max_queue)
+        app.state.voices = voices
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(app.state.scheduler.close)
+
+    return Starlette(
+        routes=[
+            Route("/v1/audio/speech", speech, methods=["POST"]),
+            Route("/v1/audio/voices", list_voices, methods=["GET"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def app_from_env() -> Starlette:
+    """``create_app`` with the ServerOptions in $KOKORO_EXT_SERVE_OPTIONS (JSON, fields of
+    ServerOptions; missing ones default): the factory each of uvicorn's workers calls."""
+    fields = json.loads(os.environ.get(OPTIONS_ENV) or "{}")
+    for name in ("artifacts", "voices"):
+        if fields.get(name) is not None:
+            fields[name] = Path(fields[name])
+    return create_app(ServerOptions(**fields))

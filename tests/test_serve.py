@@ -1,0 +1,387 @@
+"""kokoro_ext.serve against the small build: the real OpenAI client, and raw HTTP for errors."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import wave
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile
+import uvicorn
+
+from kokoro_ext import Synthesizer
+from kokoro_ext.serve import ServerOptions, create_app
+from kokoro_ext.serve import audio
+from kokoro_ext.serve.scheduler import END, QueueFull, Scheduler
+from small_build import limit
+
+KEY = "test-key"
+# With the small build's limits (small_build.TOKENS) each of these sentences is about
+# four chunks (each near a second on two shared cores): TWO is a stream of several chunks,
+# LONG of two dozen.
+TWO = "This is the first sentence. And here is the second one."
+LONG = " ".join(f"This is sentence number {n}, spoken by the server." for n in range(1, 7))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(app):
+    """Serve ``app`` with uvicorn in a thread; yields (base URL, app)."""
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def synth(build_dir):
+    return limit(Synthesizer(build_dir[0]))
+
+
+@pytest.fixture(scope="module")
+def voices(build_dir, tmp_path_factory) -> Path:
+    """A voices directory with the build's voice under two names (af_alloy is OpenAI's alloy)."""
+    directory = tmp_path_factory.mktemp("voices")
+    pack = np.load(build_dir[0] / "voice.npy").astype("<f4")
+    for name in ("af_heart", "af_alloy"):
+        pack.tofile(directory / f"{name}.bin")
+    (directory.parent / "secret.bin").write_bytes(pack.tobytes())  # what ../secret would reach
+    return directory
+
+
+def options(voices: Path, **kw) -> ServerOptions:
+    return ServerOptions(voices=voices, warmup=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def server(synth, voices):
+    app = create_app(options(voices, api_key=KEY, max_input_chars=1000, max_body_bytes=4096), synth)
+    with running(app) as (url, app):
+        yield url, app
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+
+
+def post(url: str, body, key: str | None = KEY, **kw) -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+    return httpx.post(f"{url}/v1/audio/speech", content=body, headers=headers, timeout=60, **kw)
+
+
+def speech(**kw) -> dict:
+    return {"model": "tts-1", "input": "Hello there.", "voice": "af_heart", **kw}
+
+
+def stats(app) -> dict:
+    return vars(app.state.scheduler.stats())
+
+
+# --- the OpenAI client -----------------------------------------------------------------
+
+
+def test_openai_client_gets_wav(server):
+    url, _ = server
+    response = client(url).audio.speech.create(
+        model="tts-1", voice="alloy", input="Hello world.", response_format="wav"
+    )
+    data = response.content
+    assert data[:4] == b"RIFF" and data[8:12] == b"WAVE"
+    with wave.open(io.BytesIO(data)) as w:  # the header claims the longest length: read to EOF
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24000, 1, 2)
+        frames = w.readframes(w.getnframes())
+    assert len(frames) == len(data) - 44 and len(frames) > 2 * 2400  # over 0.1 s of audio
+
+
+def test_openai_client_streams_pcm(server):
+    url, app = server
+    before = stats(app)["chunks"]
+    pieces, chunks_at_first = [], None
+    with client(url).audio.speech.with_streaming_response.create(
+        model="kokoro", voice="af_heart", input=TWO, response_format="pcm"
+    ) as response:
+        assert response.headers["content-type"] == "audio/pcm"
+        for piece in response.iter_bytes():
+            if chunks_at_first is None:
+                chunks_at_first = stats(app)["chunks"] - before
+            pieces.append(piece)
+    total = stats(app)["chunks"] - before
+    assert len(pieces) > 1
+    # the first bytes came while most of the text was still to be synthesized
+    assert chunks_at_first is not None and chunks_at_first < total / 2, (chunks_at_first, total)
+    data = b"".join(pieces)
+    assert len(data) % 2 == 0 and len(data) > 2 * 24000  # 16-bit samples, over a second
+    assert total >= 4
+
+
+def test_voices_models_and_health(server):
+    url, _ = server
+    auth = {"authorization": f"Bearer {KEY}"}
+    voices = httpx.get(f"{url}/v1/audio/voices", headers=auth).json()
+    assert voices["voices"] == ["af_alloy", "af_heart"]
+    assert voices["openai"]["alloy"] == "af_alloy"
+    models = [m.id for m in client(url).models.list()]
+    assert models == ["kokoro", "tts-1", "tts-1-hd"]
+    health = httpx.get(f"{url}/health")  # no key needed: load balancers probe it
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "opus", "flac"])
+def test_compressed_formats_decode(server, fmt):
+    url, _ = server
+    pcm = np.frombuffer(post(url, speech(response_format="pcm")).content, "<i2")
+    response = post(url, speech(response_format=fmt))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == audio.MEDIA_TYPES[fmt]
+    data = response.content
+    if fmt == "flac":
+        # A streamed FLAC header says "total samples unknown" (36 bits from byte 21),
+        # in which libsndfile cannot read; fill the count in to decode every frame.
+        head = bytearray(data)
+        field = int.from_bytes(head[21:26], "big")
+        assert head[:4] == b"fLaC" and field & (2**36 - 1) == 0
+        head[21:26] = (field | len(pcm)).to_bytes(5, "big")
+        decoded = soundfile.read(io.BytesIO(bytes(head)), dtype="int16")[0]
+        assert np.array_equal(decoded, pcm)  # lossless: the same samples as pcm
+    else:
+        decoded = soundfile.read(io.BytesIO(data), dtype="float32")[0]
+        # lossy codecs pad the start and end by a frame or two
+        assert abs(len(decoded) - len(pcm)) < 0.1 * len(pcm) + 2048, (len(decoded), len(pcm))
+
+
+# --- bad input: each a clear 4xx, and the server keeps serving -------------------------
+
+
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ("{not json", 400, "not valid JSON"),
+        ("[1, 2]", 400, "JSON object"),
+        (json.dumps({"model": "tts-1", "voice": "af_heart"}), 400, "missing required field 'input'"),
+        (json.dumps({"input": "hi", "voice": "af_heart"}), 400, "missing required field 'model'"),
+        (json.dumps(speech(model="gpt-9")), 400, "kokoro, tts-1, tts-1-hd"),
+        (json.dumps(speech(voice="zz_nobody")), 400, "af_alloy, af_heart"),
+        (json.dumps(speech(voice="../secret")), 400, "unknown voice '../secret'"),
+        (json.dumps(speech(voice="af_heart/../../secret")), 400, "unknown voice"),
+        (json.dumps(speech(voice="/etc/passwd")), 400, "unknown voice"),
+        (json.dumps(speech(voice=["af_heart"])), 400, "unknown voice"),
+        (json.dumps(speech(response_format="aac")), 400, "wav, pcm, flac, mp3, opus"),
+        (json.dumps(speech(speed=3.0)), 400, "speed must be in [0.5, 2.0]"),
+        (json.dumps(speech(speed=0.25)), 400, "speed must be in [0.5, 2.0]"),
+        (json.dumps(speech(speed="fast")), 400, "'speed' must be a number"),
+        (json.dumps(speech(input="")), 400, "non-empty string"),
+        (json.dumps(speech(input="x" * 1001)), 400, "at most 1000"),
+        (json.dumps(speech(input="... !!!")), 400, "nothing to say"),
+        (json.dumps(speech(input="a" * 5000)), 413, "at most 4096"),
+    ],
+)
+def test_bad_input_is_a_clear_error(server, body, status, words):
+    url, _ = server
+    response = post(url, body)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert words in error["message"]
+    assert "Traceback" not in response.text
+    assert post(url, speech(input="Hi.", response_format="pcm")).status_code == 200  # still serving
+
+
+def test_api_key(server):
+    url, _ = server
+    for key in (None, "wrong"):
+        response = post(url, speech(), key=key)
+        assert response.status_code == 401
+        assert "API key" in response.json()["error"]["message"]
+    wrong = openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.audio.speech.create(model="tts-1", voice="alloy", input="Hi.")
+    assert post(url, speech()).status_code == 200
+
+
+def test_body_without_length_is_still_limited(server):
+    url, _ = server
+
+    def body():  # chunked transfer: no Content-Length to refuse up front
+        for _ in range(10):
+            yield b" " * 1000
+
+    response = httpx.post(f"{url}/v1/audio/speech", content=body(),
+                          headers={"authorization": f"Bearer {KEY}"})
+    assert response.status_code == 413 and "larger than 4096" in response.text
+
+
+def test_a_body_that_never_arrives_is_408(synth, voices):
+    app = create_app(options(voices, send_timeout=1.0), synth)
+    with running(app) as (url, app):
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{\"model\": ")  # and then nothing
+            answer = s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1.0 s" in answer
+        assert post(url, speech(input="Hi."), key=None).status_code == 200
+
+
+# --- disconnects and admission ----------------------------------------------------------
+
+
+def _wait(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_disconnect_mid_stream_cancels_the_work(server):
+    url, app = server
+    before = stats(app)
+    with httpx.stream("POST", f"{url}/v1/audio/speech", json=speech(input=LONG, response_format="pcm"),
+                      headers={"authorization": f"Bearer {KEY}"}, timeout=60) as response:
+        assert response.status_code == 200
+        next(response.iter_raw())  # the first audio, then hang up (the iterator is dropped)
+    _wait(lambda: stats(app)["cancelled"] == before["cancelled"] + 1 and stats(app)["active"] == 0)
+    made = stats(app)["chunks"] - before["chunks"]
+    time.sleep(1.0)
+    assert stats(app)["chunks"] - before["chunks"] == made  # nothing more pulled from it
+    # LONG is two dozen chunks: the cancelled request made only a few of them
+    assert made < 10, made
+    assert post(url, speech()).status_code == 200
+
+
+def test_queue_full_is_503_with_retry_after(synth, voices):
+    app = create_app(options(voices, max_active=1, max_queue=0), synth)
+    with running(app) as (url, app):
+        with httpx.stream("POST", f"{url}/v1/audio/speech", json=speech(input=LONG, response_format="pcm"),
+                          timeout=60) as held:
+            assert held.status_code == 200
+            pieces = held.iter_raw()  # kept: a dropped iterator would close the response
+            next(pieces)  # it holds the only slot while it streams
+            refused = post(url, speech(), key=None)
+            assert refused.status_code == 503
+            assert int(refused.headers["retry-after"]) >= 1
+            assert "server busy" in refused.json()["error"]["message"]
+        _wait(lambda: stats(app)["active"] == 0)
+        assert post(url, speech(), key=None).status_code == 200
+
+
+# --- the scheduler and the encoders, without a server -----------------------------------
+
+
+def test_short_request_is_not_starved_by_a_long_one():
+    order: list[str] = []
+
+    def chunks(name: str, n: int):
+        for i in range(n):
+            time.sleep(0.005)
+            order.append(name)
+            yield i
+
+    async def read_all(job, scheduler) -> list:
+        items = []
+        while (item := await job.get(scheduler)) is not END:
+            items.append(item)
+        return items
+
+    async def main():
+        scheduler = Scheduler(max_active=4, max_queue=0)
+        try:
+            long = scheduler.submit(chunks("long", 50))
+            reader = asyncio.create_task(read_all(long, scheduler))  # a reader that keeps up
+            while "long" not in order:
+                await asyncio.sleep(0.001)
+            short = scheduler.submit(chunks("short", 3))
+            assert await read_all(short, scheduler) == [0, 1, 2]
+            with pytest.raises(QueueFull):  # long and three more fill max_active
+                for _ in range(4):
+                    scheduler.submit(chunks("more", 50))
+            assert await reader == list(range(50))
+        finally:
+            scheduler.close()
+
+    asyncio.run(main())
+    # the short request's three chunks came within its first few turns, not after 50
+    last_short = max(i for i, name in enumerate(order) if name == "short")
+    assert last_short < 10, order[:12]
+
+
+def test_the_server_imports_nothing_of_the_build_side():
+    # the run side is to be torch-free: the server must not be what pulls torch in
+    code = (
+        "import sys, kokoro_ext.serve, kokoro_ext.serve.__main__; "
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('kokoro_ext.compiler', "
+        "'kokoro_ext.export', 'kokoro_ext.frontend', 'kokoro_ext.model', 'kokoro_ext.schedule', "
+        "'kokoro_ext.dispatch', 'kokoro_ext.kernels', 'tvm'))]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_streamed_wav_header_is_the_largest_length():
+    encoder = audio.encoder("wav")
+    data = encoder.feed(np.zeros(2400, np.float32)) + encoder.finish()
+    assert int.from_bytes(data[40:44], "little") == 2 * audio.WAV_STREAM_FRAMES
+    assert len(data) == 44 + 4800  # the close-time fix-up changed nothing already sent
+
+
+def test_cancelling_a_waiting_request_frees_its_place():
+    def forever():
+        while True:
+            time.sleep(0.01)
+            yield 0
+
+    async def main():
+        scheduler = Scheduler(max_active=1, max_queue=1)
+        try:
+            running_job = scheduler.submit(forever())
+            waiting = scheduler.submit(forever())
+            with pytest.raises(QueueFull):
+                scheduler.submit(forever())
+            scheduler.cancel(waiting)
+            assert await waiting.get(scheduler) is END and waiting.produced == 0
+            scheduler.submit(forever())  # its place in the queue is free again
+            assert scheduler.stats().cancelled == 1 and scheduler.retry_after() >= 1
+            assert await running_job.get(scheduler) == 0
+        finally:
+            scheduler.close()
+
+    asyncio.run(main())
+
+
+def test_workers_get_the_options_from_the_environment(build_dir, voices, monkeypatch):
+    from kokoro_ext.serve.app import OPTIONS_ENV, app_from_env
+
+    monkeypatch.setenv(OPTIONS_ENV, json.dumps(
+        {"artifacts": str(build_dir[0]), "voices": str(voices), "api_key": "k2", "warmup": False}
+    ))
+    with running(app_from_env()) as (url, app):
+        assert httpx.get(f"{url}/health").json()["voices"] == 2
+        assert post(url, speech(input="Hi."), key=KEY).status_code == 401
+        assert post(url, speech(input="Hi.", response_format="pcm"), key="k2").status_code == 200
