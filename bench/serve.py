@@ -6,7 +6,7 @@ port, speaking OpenAI's ``POST /v1/audio/speech`` with ``response_format: pcm``:
   tvm         ``python -m kokoro_ext.serve --artifacts DIR`` (this project)
   fastkokoro  fastkokoro 0.7.0 from PyPI (FastAPI + ONNX Runtime), offline on the fetched
               int8 model ``kokoro-v1.0.int8.onnx`` and ``voices-kokoro-onnx.npz``
-              (kokoro_ext.cache), with ``"stream": true``.  It pins its own stack
+              (kokoro_ext.run.cache), with ``"stream": true``.  It pins its own stack
               (numba, misaki, onnxruntime), so it lives in a venv of its own:
               ``python -m venv ~/.fastkokoro && ~/.fastkokoro/bin/pip install
               "fastkokoro[cpu]==0.7.0"``; pass ``--fastkokoro ~/.fastkokoro/bin/fastkokoro``

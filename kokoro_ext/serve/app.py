@@ -54,7 +54,7 @@ class ServerOptions:
     """How the server runs; ``python -m kokoro_ext.serve --help`` sets each."""
 
     artifacts: Path = Path("artifacts")
-    voices: Path | None = None  # default: the fetched voices (kokoro_ext.cache.voices_dir())
+    voices: Path | None = None  # default: the fetched voices (kokoro_ext.run.cache.voices_dir())
     host: str = "127.0.0.1"
     port: int = 8880
     api_key: str | None = None  # required as "Authorization: Bearer KEY" when set
@@ -67,8 +67,8 @@ class ServerOptions:
 
 
 def default_voices_dir() -> Path:
-    """The fetched voices, as kokoro_ext.cache finds them."""
-    from kokoro_ext import cache
+    """The fetched voices, as kokoro_ext.run.cache finds them."""
+    from kokoro_ext.run import cache
 
     return cache.voices_dir()
 

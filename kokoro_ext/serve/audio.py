@@ -24,9 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-# Kokoro's output rate and 16-bit conversion as in kokoro_ext.wav, restated so that the
-# server depends on no module the run side may move.
-SAMPLE_RATE = 24_000
+from kokoro_ext.run.wav import SAMPLE_RATE, pcm16
 
 #: response_format -> Content-Type.
 MEDIA_TYPES = {
@@ -40,11 +38,6 @@ FORMATS = tuple(MEDIA_TYPES)
 #: The frame count a streamed WAV header claims: the most a 32-bit RIFF size allows.
 WAV_STREAM_FRAMES = (0xFFFFFFFF - 36) // 2
 MP3_KBPS = 64  # ample for 24 kHz mono speech
-
-
-def pcm16(audio: np.ndarray) -> bytes:
-    """Float audio in [-1, 1] as little-endian 16-bit PCM bytes (clipped)."""
-    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
 
 
 class _Sink(io.RawIOBase):
