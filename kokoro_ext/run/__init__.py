@@ -26,4 +26,13 @@ def prefer_runtime_library() -> bool:
     if "tvm" in sys.modules:
         return os.environ.get(RUNTIME_LIB_ENV) == "1"
     os.environ.setdefault(RUNTIME_LIB_ENV, "1")
+    if "tvm_ffi" not in sys.modules and "torch" not in sys.modules:
+        # tvm_ffi imports torch first whenever it is installed (a workaround for a symbol
+        # clash seen on Windows only), a second or more that speaking never needs: hide
+        # torch for that one import; it stays importable afterwards.
+        sys.modules["torch"] = None  # type: ignore[assignment]
+        try:
+            import tvm_ffi  # noqa: F401
+        finally:
+            del sys.modules["torch"]
     return os.environ[RUNTIME_LIB_ENV] == "1"
