@@ -473,7 +473,7 @@ def run_child(command: list[str], timeout: float) -> dict:
 
 def fresh(args: argparse.Namespace, engine: str, text: str, wav: Path) -> dict:
     if engine == "tvm":
-        command = [sys.executable, "-m", "kokoro_ext.run.say", TEXTS[text], "-o", str(wav),
+        command = [sys.executable, "-m", "kokoro_ext.say", TEXTS[text], "-o", str(wav),
                    "--artifacts", str(args.artifacts), "--stream"]
         if real_weights(args.artifacts):
             command += ["--voice", VOICE]
