@@ -4,8 +4,8 @@
  *
  * TVM 0.27's default llvm pipeline leaves these loops unscheduled (scalar, one thread);
  * they are most of Kokoro's FLOPs.  Each splits its output into tiles that run in
- * parallel under OpenMP, each a single-threaded BLAS GEMM, so the result of a column does
- * not depend on the thread count.
+ * parallel on TVM's thread pool (threading.h), each a single-threaded BLAS GEMM, so the
+ * result of a column does not depend on the thread count.
  *
  *   kokoro_ext.conv1d(options, x, w, bias, out)      PyTorch conv1d, groups = 1
  *     options  Shape (stride, padding, dilation)

@@ -24,8 +24,8 @@
  *
  * Work per layer: a BLAS GEMM per sample and direction projects every time step
  * (x W_ih^T + b), then the recurrences of all (sample, direction) pairs run in
- * parallel (OpenMP), each doing one [4H, H] matrix-vector product per step with W_hh
- * repacked into gate panels.
+ * parallel (TVM's thread pool, threading.h), each doing one [4H, H] matrix-vector
+ * product per step with W_hh repacked into gate panels.
  */
 #include <kokoro_ext/simd.h>
 #include <kokoro_ext/tensor_args.h>
