@@ -13,6 +13,7 @@ import tvm
 from tvm.runtime.vm import VirtualMachine
 
 from kokoro_ext.run import native
+from kokoro_ext.run.threads import configure_thread_pool
 
 #: The function LiftTransformParams makes from a stage's ``main`` (kokoro_ext.build.schedule):
 #: the stored weights -> the weights ``main`` takes (transposed, weight-normed, Winograd).
@@ -38,6 +39,7 @@ class StageRunner:
         executable: tvm.runtime.Module | tvm.runtime.Executable,
         weights: Sequence[np.ndarray] = (),
     ):
+        configure_thread_pool()  # before TVM creates its pool: one thread per core
         native.load()  # the native kernels must be registered before the VM resolves them
         # "naive": buffers go back to the system after each call.  The default pooled
         # allocator keeps every freed buffer for reuse at the same size, and with symbolic
