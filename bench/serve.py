@@ -117,7 +117,7 @@ def server_command(engine: str, args: argparse.Namespace, port: int) -> tuple[li
                 "--port", str(port), "--max-queue", "64"], env
     if engine == "fastkokoro":
         sys.path.insert(0, str(ROOT))
-        from kokoro_ext import cache
+        from kokoro_ext.run import cache
 
         env.update(
             HF_HUB_OFFLINE="1",
