@@ -10,12 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 
-def alignment_matrix(durations: np.ndarray, frames: int) -> np.ndarray:
-    """[..., N] integer durations -> [..., N, frames] float32 one-hot alignment.
-
-    Raises ValueError if the durations add up to more than ``frames`` (pick a larger
-    frame bucket) or are negative.
-    """
+def _checked(durations: np.ndarray, frames: int) -> np.ndarray:
+    """``durations`` as int64; ValueError if one is negative or they need more than ``frames``."""
     durations = np.asarray(durations, dtype=np.int64)
     if (durations < 0).any():
         raise ValueError(f"durations must be >= 0, got {durations.tolist()}")
@@ -25,6 +21,16 @@ def alignment_matrix(durations: np.ndarray, frames: int) -> np.ndarray:
             f"durations add up to {total} frames, more than the frame bucket of {frames}; "
             "use a larger frame bucket"
         )
+    return durations
+
+
+def alignment_matrix(durations: np.ndarray, frames: int) -> np.ndarray:
+    """[..., N] integer durations -> [..., N, frames] float32 one-hot alignment.
+
+    Raises ValueError if the durations add up to more than ``frames`` (pick a larger
+    frame bucket) or are negative.
+    """
+    durations = _checked(durations, frames)
     end = np.cumsum(durations, axis=-1)
     start = end - durations
     frame = np.arange(frames)
@@ -40,10 +46,8 @@ def align(values: np.ndarray, durations: np.ndarray, frames: int) -> np.ndarray:
     matmul: it reads each value once, and numpy's BLAS threads, which keep spinning for a
     while after a call, do not compete with the stages' thread pool.
     """
-    durations = np.asarray(durations, dtype=np.int64)
+    durations = _checked(durations, frames)
     total = int(durations.sum())
-    if (durations < 0).any() or total > frames:
-        alignment_matrix(durations, frames)  # raises, naming the problem
     out = np.zeros((values.shape[0], frames), dtype=values.dtype)
     out[:, :total] = np.repeat(values, durations, axis=1)
     return out

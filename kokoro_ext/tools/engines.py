@@ -8,6 +8,7 @@ kokoro's own ``forward_with_tokens`` is the baseline and runs outside this inter
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -27,9 +28,17 @@ def _as_numpy(out) -> list[np.ndarray]:
     return [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
 
 
-def torch_provider(model: nn.Module, compile: bool = False) -> StageProvider:
-    """Stage modules in PyTorch, eager or through ``torch.compile`` (one per stage)."""
+def torch_provider(
+    model: nn.Module, compile: bool = False, dtype: torch.dtype = torch.float32
+) -> StageProvider:
+    """Stage modules in PyTorch, eager or through ``torch.compile`` (one per stage).
+
+    ``dtype=torch.float64`` runs copies of the stages and their floating inputs in
+    float64 (kokoro_ext.tools.validate's exact reference); outputs come back in float64.
+    """
     modules = {name: spec.module(model).eval() for name, spec in STAGES.items()}
+    if dtype != torch.float32:
+        modules = {name: copy.deepcopy(m).to(dtype) for name, m in modules.items()}
     if compile:
         # a bucket is a new static shape: allow a recompile for each one
         torch._dynamo.config.cache_size_limit = 64
@@ -37,8 +46,10 @@ def torch_provider(model: nn.Module, compile: bool = False) -> StageProvider:
 
     def provider(name: str, bucket: int) -> StageFn:
         def run(*args):
+            tensors = [torch.from_numpy(np.asarray(a)) for a in args]
+            tensors = [t.to(dtype) if t.is_floating_point() else t for t in tensors]
             with torch.no_grad():
-                return _as_numpy(modules[name](*(torch.from_numpy(np.asarray(a)) for a in args)))
+                return _as_numpy(modules[name](*tensors))
 
         return run
 

@@ -16,7 +16,6 @@ than kokoro's own float32 computation.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,23 +84,6 @@ def compare_spectrum(got: np.ndarray, want: np.ndarray) -> Comparison:
     )
 
 
-def float64_provider(model: torch.nn.Module):
-    """The stage modules in float64: ``provider(name)(*numpy inputs) -> numpy outputs``."""
-    modules = {name: copy.deepcopy(spec.module(model)).double().eval() for name, spec in STAGES.items()}
-
-    def provider(name: str):
-        def run(*args):
-            tensors = [torch.from_numpy(np.asarray(a)) for a in args]
-            tensors = [t.double() if t.is_floating_point() else t for t in tensors]
-            with torch.no_grad():
-                out = modules[name](*tensors)
-            return [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
-
-        return run
-
-    return provider
-
-
 def validate(
     synth: Synthesizer, phonemes: str, seed: int = 0, speed: float = 1.0
 ) -> list[Comparison]:
@@ -112,14 +94,14 @@ def validate(
         synth.config, weights=weights, seed=manifest["weights"].get("random_seed", 0)
     )
     eager = torch_provider(model)
-    exact = float64_provider(model)
+    exact = torch_provider(model, dtype=torch.float64)
     results: list[Comparison] = []
 
     def run_both(name: str, bucket: int):
         compiled, reference = synth._stage(name, bucket), eager(name, bucket)
 
         def run(*args):
-            got, want, want64 = compiled(*args), reference(*args), exact(name)(*args)
+            got, want, want64 = compiled(*args), reference(*args), exact(name, bucket)(*args)
             for out_name, g, w, w64 in zip(STAGES[name].outputs, got, want, want64):
                 spectrum = out_name == "spectrum"
                 r = compare_spectrum(g, w) if spectrum else compare(f"{name}.{out_name}", g, w)
