@@ -9,6 +9,20 @@ from tvm_trees import copy_wheel, run_apply
 
 
 @pytest.fixture(scope="session")
+def _stamps_file(tmp_path_factory):
+    return tmp_path_factory.mktemp("stamps") / "verified.json"
+
+
+@pytest.fixture(autouse=True)
+def _private_stamps(_stamps_file, monkeypatch):
+    """Verified-file stamps (kokoro_ext.run.stamps) of this session's builds go to a file
+    of the session, not to the user's cache."""
+    from kokoro_ext.run import stamps
+
+    monkeypatch.setattr(stamps, "stamps_path", lambda: _stamps_file)
+
+
+@pytest.fixture(scope="session")
 def build_dir(tmp_path_factory):
     """(artifacts dir, build log lines) of the small-config build (small_build.py).
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+from kokoro_ext.run import stamps
 
 MANIFEST = "manifest.json"
 CONFIG = "config.json"
@@ -87,16 +89,20 @@ def verify(
     manifest: dict[str, Any],
     names: Iterable[str] | None = None,
     check_bytes: bool = True,
+    trust_stamps: bool = True,
 ) -> None:
     """ValueError naming the first listed file (of ``names``, default all) that is missing,
     has no SHA-256 in the manifest, or (``check_bytes``) whose bytes changed.
 
     A stage library or weights file that is not what was built can crash the process or
-    produce noise, so the runtime checks every file before it loads it.
+    produce noise, so the runtime checks every file before it loads it.  A file this user
+    has verified before and that is unchanged since (kokoro_ext.run.stamps) is not hashed
+    again unless ``trust_stamps`` is false; one that is hashed and matches is stamped.
     """
     directory = Path(directory)
     rebuild = f"rebuild with `python -m kokoro_ext.build --out {directory}`"
     listed = listed_files(manifest)
+    verified: dict[Path, tuple[stamps.FileStamp, str]] = {}
     for name in listed if names is None else names:
         expected = listed[name]
         path = directory / name
@@ -104,8 +110,13 @@ def verify(
             raise ValueError(f"{path} is listed in {MANIFEST} but missing; {rebuild}")
         if expected is None:
             raise ValueError(f"{directory / MANIFEST} records no SHA-256 for {name}; {rebuild}")
-        if check_bytes and sha256(path) != expected:
+        if not check_bytes or (trust_stamps and stamps.is_verified(path, expected)):
+            continue
+        before = stamps.FileStamp.of(path)
+        if sha256(path) != expected:
             raise ValueError(
                 f"{path} does not match {MANIFEST} (SHA-256 differs): the file was changed or "
                 f"corrupted after the build; {rebuild}"
             )
+        verified[path] = (before, expected)
+    stamps.record_verified(verified)
