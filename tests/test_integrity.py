@@ -12,7 +12,7 @@ import pytest
 import kokoro_ext.build.cli
 from kokoro_ext.build import environment, target
 from kokoro_ext.run import artifacts, cpu
-from kokoro_ext.build.compiler import CompiledStage
+from kokoro_ext.build.compiler import CompiledStage, Parameter
 from kokoro_ext.run.synthesizer import Synthesizer
 from kokoro_ext.build.stages import MAX_TOKENS
 from kokoro_ext.tools.validate import main as validate_main
@@ -132,7 +132,9 @@ def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch
         calls.append(args)
         if len(calls) == 2:
             raise RuntimeError("interrupted")
-        return CompiledStage(Partial(), 0, {}, [np.zeros(3, np.float32)], ["w"])
+        return CompiledStage(
+            Partial(), 0, {}, [np.zeros(3, np.float32)], [Parameter("w", (3,), "float32")]
+        )
 
     monkeypatch.setattr(kokoro_ext.build.cli, "compile_stage", second_stage_fails)
     with pytest.raises(RuntimeError, match="interrupted"):  # in-process, so the patch applies
@@ -183,7 +185,7 @@ def test_weights_only_repoints_a_build_without_compiling(copy):
 
 def test_weights_only_refuses_a_checkpoint_of_another_architecture(copy):
     manifest = json.loads((copy / artifacts.MANIFEST).read_text())
-    manifest["stages"]["text"]["weight_names"].append("bert.no_such.weight")
+    manifest["stages"]["text"]["parameters"].append(["bert.no_such.weight", [3], "float32"])
     _rewrite(copy / artifacts.MANIFEST, json.dumps(manifest).encode())
     with pytest.raises(ValueError, match="bert.no_such.weight.*build it from scratch"):
         _weights_only(copy, "--random-weights")
@@ -195,3 +197,44 @@ def test_a_manifest_without_cpu_features_is_refused(copy):
     _rewrite(copy / artifacts.MANIFEST, json.dumps(manifest).encode())
     with pytest.raises(ValueError, match="records no cpu_features.*rebuild"):
         Synthesizer(copy)
+
+
+def test_a_build_of_the_previous_format_is_refused(copy):
+    _edit_manifest(copy, format=artifacts.FORMAT - 1)
+    with pytest.raises(ValueError, match=rf"has format {artifacts.FORMAT - 1}.*rebuild"):
+        Synthesizer(copy)
+
+
+def test_the_weights_files_hold_what_main_takes(build_dir):
+    # the build ran each library's weight transform on the checkpoint's parameters: the
+    # stored arrays are its outputs, which the runtime passes to main as they are
+    from kokoro_ext.build.compiler import Parameter, transform_weights
+    from kokoro_ext.build.model import build_model
+    from kokoro_ext.build.stages import STAGES
+    from kokoro_ext.run.runner import load_library
+    from kokoro_ext.run.weights import entries_from_json, load_weights
+
+    directory = build_dir[0]
+    manifest = artifacts.read_manifest(directory)
+    config = json.loads((directory / artifacts.CONFIG).read_text())
+    model = build_model(config, weights=None, seed=manifest["weights"]["random_seed"])
+    for name, entry in manifest["stages"].items():
+        module = dict(STAGES[name].module(model).named_parameters())
+        parameters = [Parameter.from_json(p) for p in entry["parameters"]]
+        checkpoint = [module[p.name].detach().numpy() for p in parameters]
+        expected = transform_weights(load_library(directory / entry["file"]), checkpoint)
+        stored = load_weights(
+            directory / entry["weights"]["file"], entries_from_json(entry["weights"]["tensors"])
+        )
+        assert len(stored) == len(expected)
+        assert all(np.array_equal(s, e) for s, e in zip(stored, expected)), name
+
+
+def test_a_truncated_weights_file_is_refused_when_loaded(copy):
+    path = copy / "decoder.weights"
+    _rewrite(path, path.read_bytes()[:-100])
+    manifest = json.loads((copy / artifacts.MANIFEST).read_text())
+    manifest["stages"]["decoder"]["weights"]["sha256"] = artifacts.sha256(path)  # as if so built
+    _rewrite(copy / artifacts.MANIFEST, json.dumps(manifest).encode())
+    with pytest.raises(ValueError, match="decoder.weights holds .* truncated or from another build"):
+        Synthesizer(copy).load()

@@ -1,11 +1,11 @@
-"""Weights files (kokoro_ext.run.weights): aligned arrays, memory-mapped, pages droppable."""
+"""Weights files (kokoro_ext.run.weights): aligned arrays, memory-mapped."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kokoro_ext.run.weights import ALIGN, drop_resident_pages, load_weights, write_weights
+from kokoro_ext.run.weights import ALIGN, load_weights, write_weights
 
 
 @pytest.fixture
@@ -19,14 +19,6 @@ def test_arrays_come_back_aligned_and_equal(tmp_path, arrays):
     assert all(e.offset % ALIGN == 0 for e in entries)
     loaded = load_weights(tmp_path / "w", entries)
     assert all(isinstance(a, np.memmap) for a in loaded)
-    assert all(np.array_equal(a, b) for a, b in zip(loaded, arrays))
-
-
-def test_dropped_pages_read_the_same_again(tmp_path, arrays):
-    loaded = load_weights(tmp_path / "w", write_weights(tmp_path / "w", arrays))
-    total = sum(float(a.sum()) for a in loaded)  # every page read
-    drop_resident_pages(loaded)
-    assert sum(float(a.sum()) for a in loaded) == total
     assert all(np.array_equal(a, b) for a, b in zip(loaded, arrays))
 
 

@@ -1,12 +1,14 @@
 """Build the compiled stages: ``python -m kokoro_ext.build --target llvm [options]``.
 
 Compiles every stage (kokoro_ext.build.stages) once, for every length, and writes one library
-per stage, the stage's weights (as the checkpoint has them, stored once:
-kokoro_ext.run.weights), the config, the default voice and a manifest to ``--out``.  The weights are the real
-Kokoro-82M v1.0 that ``python -m kokoro_ext.build.fetch`` downloaded, unless ``--weights FILE``
-or ``--random-weights`` says otherwise.  ``--weights-only`` re-points an existing build at
-other weights of the same architecture without compiling.  The directory is replaced
-only when the whole build succeeded.
+per stage, the stage's weights (in the layout the library's ``main`` takes: the
+checkpoint's parameters through the library's own weight transform, run here once and
+stored once: kokoro_ext.run.weights), the config, the default voice and a manifest to
+``--out``.  The weights are the real Kokoro-82M v1.0 that ``python -m kokoro_ext.build.fetch``
+downloaded, unless ``--weights FILE`` or ``--random-weights`` says otherwise.
+``--weights-only`` re-points an existing build at other weights of the same architecture
+without compiling (the built libraries transform them).  The directory is replaced only
+when the whole build succeeded.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ import kokoro_ext
 from kokoro_ext.build import environment
 from kokoro_ext.run import artifacts, cache
 from kokoro_ext.run.cache import DEFAULT_VOICE
-from kokoro_ext.build.compiler import compile_stage
+from kokoro_ext.build.compiler import Parameter, compile_stage, transform_weights
 from kokoro_ext.build.frontend import LSTM_BACKENDS
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice, resolve_voice
 from kokoro_ext.run.voices import is_voice_name
 from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES, Geometry
 from kokoro_ext.build.target import instruction_features, parse_target, target_features
+from kokoro_ext.run.runner import load_library
 from kokoro_ext.run.weights import entries_from_json, write_weights
 
 DEFAULT_OUT = Path("artifacts")
@@ -208,8 +211,9 @@ def build(args: argparse.Namespace, log=print) -> Path:
 def rebuild_weights(args: argparse.Namespace, log=print) -> Path:
     """``--weights-only``: store other weights for the compiled stages of ``args.out``.
 
-    The libraries stay: they take any weights of the build's architecture (its config),
-    in the order the manifest records.
+    The libraries stay: they take any weights of the build's architecture (its config).
+    Each library's own weight transform turns the checkpoint's parameters, in the order
+    the manifest records, into the layout its ``main`` takes.
     """
     out = args.out.resolve()
     manifest = artifacts.read_manifest(out)
@@ -220,24 +224,18 @@ def rebuild_weights(args: argparse.Namespace, log=print) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.weights-", dir=out.parent))
     try:
         for name, entry in manifest["stages"].items():
-            module = dict(STAGES[name].module(model).named_parameters())
-            missing = [n for n in entry["weight_names"] if n not in module]
-            if missing:
-                raise ValueError(
-                    f"the {name} stage of {out} takes parameters this model lacks "
-                    f"({', '.join(missing[:3])}): the checkpoint is not Kokoro v1.0 with "
-                    "this build's config; build it from scratch instead"
-                )
+            arrays = _checkpoint_parameters(name, entry, model, out)
+            # the library's code runs on them: it must be the one the manifest lists
+            artifacts.verify(out, manifest, [entry["file"]])
+            transformed = transform_weights(load_library(out / entry["file"]), arrays)
             stored = entries_from_json(entry["weights"]["tensors"])
-            arrays = [module[n].detach().numpy() for n in entry["weight_names"]]
-            for n, a, e in zip(entry["weight_names"], arrays, stored):
-                if a.shape != e.shape or str(a.dtype) != e.dtype:
-                    raise ValueError(
-                        f"parameter {n} of the {name} stage is {a.dtype}{list(a.shape)} in "
-                        f"the checkpoint but {e.dtype}{list(e.shape)} in {out}: another "
-                        "architecture; build it from scratch instead"
-                    )
-            entry["weights"] = _write_stage_weights(staging, name, arrays)
+            layout = [(tuple(a.shape), str(a.dtype)) for a in transformed]
+            if layout != [(e.shape, e.dtype) for e in stored]:
+                raise ValueError(
+                    f"the weight transform of {out / entry['file']} gives arrays other than "
+                    f"{artifacts.MANIFEST} records for {name}; build it from scratch instead"
+                )
+            entry["weights"] = _write_stage_weights(staging, name, transformed)
         manifest["weights"] = _source(weights, args.seed)
         for name, entry in manifest["stages"].items():
             os.replace(staging / entry["weights"]["file"], out / entry["weights"]["file"])
@@ -246,6 +244,29 @@ def rebuild_weights(args: argparse.Namespace, log=print) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     log(f"stored the new weights of {len(manifest['stages'])} stages in {out}")
     return out
+
+
+def _checkpoint_parameters(name: str, entry: dict, model, out: Path) -> list[np.ndarray]:
+    """The parameters of ``model``'s stage ``name`` that the library of ``entry`` takes, in
+    its order; ValueError naming one it lacks or that has another shape."""
+    module = dict(STAGES[name].module(model).named_parameters())
+    parameters = [Parameter.from_json(p) for p in entry["parameters"]]
+    missing = [p.name for p in parameters if p.name not in module]
+    if missing:
+        raise ValueError(
+            f"the {name} stage of {out} takes parameters this model lacks "
+            f"({', '.join(missing[:3])}): the checkpoint is not Kokoro v1.0 with "
+            "this build's config; build it from scratch instead"
+        )
+    arrays = [module[p.name].detach().numpy() for p in parameters]
+    for p, a in zip(parameters, arrays):
+        if Parameter.of(p.name, a) != p:
+            raise ValueError(
+                f"parameter {p.name} of the {name} stage is {a.dtype}{list(a.shape)} in "
+                f"the checkpoint but {p.dtype}{list(p.shape)} in {out}: another "
+                "architecture; build it from scratch instead"
+            )
+    return arrays
 
 
 def _write_stage_weights(directory: Path, stage: str, arrays: list) -> dict[str, Any]:
@@ -298,7 +319,7 @@ def _compile_stage(name: str) -> dict[str, Any]:
         "file": file,
         "sha256": artifacts.sha256(path),
         "weights": _write_stage_weights(_worker["staging"], name, compiled.weights),
-        "weight_names": compiled.weight_names,
+        "parameters": [p.to_json() for p in compiled.parameters],
         "ir_lines": compiled.ir_lines,
         "seconds": {k: round(v, 2) for k, v in compiled.seconds.items()},
     }

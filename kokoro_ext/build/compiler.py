@@ -1,11 +1,14 @@
 """torch.export -> Relax (our converters) -> tvm.compile, for one stage or module.
 
 A build compiles each stage once with its batch and time axes symbolic and its weights
-as parameters (``compile_stage``): the library holds code only (and the weight transform
-LiftTransformParams made, ``main_transform_params``, which the runtime runs once at
-load: kokoro_ext.run.runner), and the weights are stored apart, once (kokoro_ext.run.weights).
-``compile_module`` compiles a module with its weights bound as constants, for tests and
-comparisons.
+as parameters (``compile_stage``): the library holds code only, ``main`` (the inputs,
+then the weights in the layout it computes with) and ``main_transform_params``
+(LiftTransformParams: the checkpoint's parameters -> that layout: transposes, weight
+norm, Winograd filters).  The build runs the transform once, here (``transform_weights``),
+and stores its outputs apart (kokoro_ext.run.weights), so the runtime maps them and
+passes them to ``main`` as they are; ``build --weights-only`` runs a built library's
+transform on another checkpoint.  ``compile_module`` compiles a module with its weights
+bound as constants, for tests and comparisons.
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ import tvm
 from torch import Tensor, nn
 from tvm.relax.frontend import detach_params
 from tvm.relax.frontend.torch import from_exported_program
+from tvm.runtime.vm import VirtualMachine
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.build.schedule import relax_pipeline
 from kokoro_ext.build.stages import StageSpec
+from kokoro_ext.run import native
+from kokoro_ext.run.runner import TRANSFORM_PARAMS
 
 
 @dataclass
@@ -35,12 +41,34 @@ class CompiledModule:
     seconds: dict[str, float] = field(default_factory=dict)  # export / import / compile
 
 
+@dataclass(frozen=True)
+class Parameter:
+    """A checkpoint parameter a stage library's weight transform takes."""
+
+    name: str  # the stage module's parameter name
+    shape: tuple[int, ...]
+    dtype: str
+
+    @classmethod
+    def of(cls, name: str, array: np.ndarray) -> Parameter:
+        return cls(name, tuple(int(d) for d in array.shape), str(array.dtype))
+
+    def to_json(self) -> list:
+        return [self.name, list(self.shape), self.dtype]
+
+    @classmethod
+    def from_json(cls, value: Sequence) -> Parameter:
+        name, shape, dtype = value
+        return cls(str(name), tuple(int(d) for d in shape), str(dtype))
+
+
 @dataclass
 class CompiledStage(CompiledModule):
-    """A stage compiled with its weights as parameters, and those weights."""
+    """A stage compiled with its weights as parameters, and its weights as ``main`` takes
+    them (``transform_weights`` of the checkpoint's)."""
 
-    weights: list[np.ndarray] = field(default_factory=list)  # in the library's order
-    weight_names: list[str] = field(default_factory=list)  # the module's parameter names
+    weights: list[np.ndarray] = field(default_factory=list)  # main's, after its inputs
+    parameters: list[Parameter] = field(default_factory=list)  # what the transform takes
 
 
 def compile_module(
@@ -72,7 +100,8 @@ def compile_stage(
     native_dense: bool = True,
 ) -> CompiledStage:
     """Compile ``spec``'s stage of ``model`` once for every batch and length (its symbolic
-    axes), with the weights as parameters, in the order ``weight_names`` records."""
+    axes), with the weights as parameters: the module's, in the order ``parameters``
+    records, go through the library's transform into the ``weights`` ``main`` takes."""
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     mod, ir_lines, seconds, names = _import(
@@ -80,8 +109,25 @@ def compile_stage(
     )
     mod, params = detach_params(mod)
     executable = _compile(mod, target, native_dense, seconds)
-    weights = [w.numpy() for w in params["main"]]
-    return CompiledStage(executable, ir_lines, seconds, weights, names)
+    checkpoint = [w.numpy() for w in params["main"]]
+    start = time.perf_counter()
+    weights = transform_weights(executable, checkpoint)
+    seconds["transform"] = time.perf_counter() - start
+    parameters = [Parameter.of(n, w) for n, w in zip(names, checkpoint, strict=True)]
+    return CompiledStage(executable, ir_lines, seconds, weights, parameters)
+
+
+def transform_weights(
+    library: tvm.runtime.Module | tvm.runtime.Executable, parameters: Sequence[np.ndarray]
+) -> list[np.ndarray]:
+    """A stage library's ``main_transform_params`` on the checkpoint's ``parameters``
+    (in the library's order): the weights its ``main`` takes after the inputs."""
+    if not parameters:
+        return []
+    native.load()  # the transform calls native kernels (kokoro_ext.winograd_filter)
+    vm = VirtualMachine(library, tvm.cpu(), memory_cfg="naive")
+    stored = [tvm.runtime.tensor(np.ascontiguousarray(p)) for p in parameters]
+    return [w.numpy() for w in vm[TRANSFORM_PARAMS](stored)]
 
 
 def _import(module, example, dynamic_shapes, lstm_backend, keep_weights):

@@ -5,7 +5,16 @@ a manifest.
 <dir>/config.json            the model config (vocab and dimensions the runtime needs)
 <dir>/voice.npy              the default voice pack, float32 [510, 1, 256]
 <dir>/<stage>.so             one compiled library per stage, code only, any length
-<dir>/<stage>.weights        its weights, as the checkpoint has them (kokoro_ext.run.weights)
+<dir>/<stage>.weights        its weights in the layout its ``main`` takes (kokoro_ext.run.weights)
+
+The manifest records the SHA-256 of every file, and of the checkpoint the weights were
+made from (``weights``: its path and SHA-256, or the seed of random weights).  Per stage
+it records the checkpoint parameters the library's weight transform takes
+(``parameters``: what ``build --weights-only`` feeds it) and the layout of the
+transformed arrays in ``<stage>.weights``.
+
+FORMAT 3: the weights files hold the transformed weights (format 2 held the
+checkpoint's arrays and had the runtime transform them at every load).
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from kokoro_ext.run import stamps
 MANIFEST = "manifest.json"
 CONFIG = "config.json"
 VOICE = "voice.npy"
-FORMAT = 2
+FORMAT = 3
 
 
 def stage_file(stage: str) -> str:

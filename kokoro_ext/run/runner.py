@@ -1,6 +1,8 @@
 """Running one compiled stage: a Relax VM over a library and, for a build, its weights.
 
-Run side: numpy and the TVM runtime only (no torch, no compiler).
+Run side: numpy and the TVM runtime only (no torch, no compiler).  A build's libraries
+take their weights as arguments of ``main``, after the inputs, in the layout the build
+stored them (kokoro_ext.run.weights): loading a stage maps them and computes nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from kokoro_ext.run import native
 from kokoro_ext.run.threads import configure_thread_pool
 
 #: The function LiftTransformParams makes from a stage's ``main`` (kokoro_ext.build.schedule):
-#: the stored weights -> the weights ``main`` takes (transposed, weight-normed, Winograd).
+#: the checkpoint's parameters -> the weights ``main`` takes (transposed, weight-normed,
+#: Winograd).  The build runs it (kokoro_ext.build.compiler.transform_weights) and stores
+#: its outputs; the runtime never does.
 TRANSFORM_PARAMS = "main_transform_params"
 
 
@@ -28,10 +32,10 @@ def load_library(path: str | Path) -> tvm.runtime.Module:
 class StageRunner:
     """Runs a compiled stage on numpy inputs and returns numpy outputs.
 
-    ``weights``: the stage's stored weights (a build keeps them as parameters of
-    ``main``); they are transformed once, here, by the library's ``main_transform_params``
-    and passed after the inputs on every call.  Without weights, ``main`` takes the
-    inputs alone (weights bound as constants: kokoro_ext.build.compiler.compile_module).
+    ``weights``: the arrays ``main`` takes after the inputs (a build's ``<stage>.weights``,
+    memory-mapped: kokoro_ext.run.weights.load_weights), passed on every call as they
+    are.  Without weights, ``main`` takes the inputs alone (weights bound as constants:
+    kokoro_ext.build.compiler.compile_module).
     """
 
     def __init__(
@@ -45,11 +49,9 @@ class StageRunner:
         # allocator keeps every freed buffer for reuse at the same size, and with symbolic
         # lengths nearly every call has sizes of its own: the pool would only grow.
         self._vm = VirtualMachine(executable, tvm.cpu(), memory_cfg="naive")
-        self._weights: list[tvm.runtime.Tensor] = []
-        if weights:
-            # DLPack: memory-mapped weights reach the transform without a copy
-            stored = [tvm.runtime.from_dlpack(np.ascontiguousarray(w)) for w in weights]
-            self._weights = list(self._vm[TRANSFORM_PARAMS](stored))
+        # DLPack: memory-mapped weights reach main without a copy (their pages are read
+        # from the file when a kernel first touches them)
+        self._weights = [tvm.runtime.from_dlpack(np.ascontiguousarray(w)) for w in weights]
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         tensors = [tvm.runtime.tensor(np.ascontiguousarray(_numpy(a))) for a in args]

@@ -18,7 +18,7 @@ from kokoro_ext.run.pipeline import AnyLength, LengthOverflow, Trace, synthesize
 from kokoro_ext.run.runner import StageRunner, load_library
 from kokoro_ext.run.voices import check_voice_pack, load_voice_array
 from kokoro_ext.run.wav import SAMPLE_RATE
-from kokoro_ext.run.weights import drop_resident_pages, entries_from_json, load_weights
+from kokoro_ext.run.weights import entries_from_json, load_weights
 from kokoro_ext.text import Piece, phonemes_to_ids
 from kokoro_ext.text.chunking import Break, pack, pause_after, split_in_two
 from kokoro_ext.text.frontend import FrontEnd, resolve_language
@@ -86,9 +86,10 @@ class Synthesizer:
 
     Loading refuses a build it cannot run faithfully, naming why: another TVM version, a
     CPU this host is not, a missing file, or a file whose SHA-256 differs
-    from the manifest (a stage's files are hashed when the stage is loaded, before
-    anything of it is).  Each stage (one library for every length) is loaded on its
-    first use, its weights memory-mapped.
+    from the manifest (a stage's files are checked when the stage is loaded, before
+    anything of it is; a file this user verified before and that is unchanged since is
+    not hashed again: kokoro_ext.run.stamps).  Each stage (one library for every length)
+    is loaded on its first use, its weights memory-mapped as ``main`` takes them.
 
     One Synthesizer may be shared between threads.  Calls are serialized by a lock, one
     chunk at a time: each compiled stage already uses every core (TVM's thread pool and
@@ -113,8 +114,8 @@ class Synthesizer:
         # do not depend on it, so loading does not check it (kokoro_ext.build.environment
         # does, where a build is compared or rebuilt).
         check_cpu(self.manifest, self.directory)
-        # every file must be present now; the stages' bytes are hashed when each is
-        # loaded (300 MB of weights take a third of a second)
+        # every file must be present now; the stages' bytes are checked when each is
+        # loaded (hashing 500 MB of weights takes a third of a second or more)
         artifacts.verify(self.directory, self.manifest, check_bytes=False)
         artifacts.verify(self.directory, self.manifest, [artifacts.CONFIG, artifacts.VOICE])
         self.config = json.loads((self.directory / artifacts.CONFIG).read_text())
@@ -142,7 +143,6 @@ class Synthesizer:
                     self.directory / weights["file"], entries_from_json(weights["tensors"])
                 )
                 self._runners[name] = StageRunner(library, arrays)
-                drop_resident_pages(arrays)  # read by the transform, not needed again
             return self._runners[name]
 
     def load(self) -> None:

@@ -1,17 +1,20 @@
 """A stage's weights on disk: one flat file of aligned arrays, memory-mapped at load.
 
 The build stores the weights once, apart from the compiled code (kokoro_ext.build.compiler),
-as ``<stage>.weights``: the arrays the library's ``main_transform_params`` takes (the
-module's parameters as the checkpoint has them), in order, each starting at a multiple
-of ``ALIGN`` bytes.  The layout (shape, dtype, offset of each
-array) is recorded in the manifest as ``WeightEntry`` records.  Loading maps the file
-copy-on-write: pages are read from the file when a stage first touches them and shared
-with the page cache, and the arrays reach TVM through DLPack without a copy.
+as ``<stage>.weights``: the arrays the library's ``main`` takes after its inputs, in
+order, each starting at a multiple of ``ALIGN`` bytes.  They are what the library's
+``main_transform_params`` (LiftTransformParams: transposes, weight norm, Winograd
+filters) makes of the checkpoint's parameters; the build runs that transform once, so a
+load computes nothing.  The layout (shape, dtype, offset of each array) is recorded in
+the manifest as ``WeightEntry`` records.  Loading maps the file copy-on-write: pages are
+read from the file when a stage first touches them and shared with the page cache (an
+array a call never reads, such as the Winograd filter of a layer that runs direct at
+short lengths, never becomes resident), and the arrays reach TVM through DLPack without
+a copy.
 """
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,24 +81,6 @@ def load_weights(path: str | Path, entries: Sequence[WeightEntry]) -> list[np.nd
     ]
 
 
-def drop_resident_pages(arrays: Sequence[np.ndarray]) -> None:
-    """Let the system drop the pages of the memory-mapped ``arrays`` read so far.
-
-    After a stage's weight transform the stored arrays it replaced are never read again;
-    their pages would stay resident as long as the mapping lives.  The mapping is private
-    and unwritten, so a page that is read again is simply read from the file again.
-    """
-    maps = {id(m): m for m in (_mapping(a) for a in arrays) if m is not None}
-    for mapping in maps.values():
-        mapping.madvise(mmap.MADV_DONTNEED)
-
-
-def _mapping(array: np.ndarray) -> mmap.mmap | None:
-    while array is not None and not isinstance(array, np.memmap):
-        array = array.base if isinstance(array.base, np.ndarray) else None
-    return getattr(array, "_mmap", None)
-
-
 def entries_from_json(values: Sequence) -> list[WeightEntry]:
     return [WeightEntry.from_json(v) for v in values]
 
@@ -103,7 +88,6 @@ def entries_from_json(values: Sequence) -> list[WeightEntry]:
 __all__ = [
     "ALIGN",
     "WeightEntry",
-    "drop_resident_pages",
     "entries_from_json",
     "load_weights",
     "write_weights",
