@@ -137,6 +137,8 @@ def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch
         )
 
     monkeypatch.setattr(kokoro_ext.build.cli, "compile_stage", second_stage_fails)
+    monkeypatch.setattr(kokoro_ext.build.cli, "load_library", lambda path: None)
+    monkeypatch.setattr(kokoro_ext.build.cli, "transform_weights", lambda library, w: w)
     with pytest.raises(RuntimeError, match="interrupted"):  # in-process, so the patch applies
         build_small(copy.parent, log=lambda line: None, jobs=1)
     assert len(calls) == 2

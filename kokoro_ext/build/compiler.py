@@ -4,8 +4,8 @@ A build compiles each stage once with its batch and time axes symbolic and its w
 as parameters (``compile_stage``): the library holds code only, ``main`` (the inputs,
 then the weights in the layout it computes with) and ``main_transform_params``
 (LiftTransformParams: the checkpoint's parameters -> that layout: transposes, weight
-norm, Winograd filters).  The build runs the transform once, here (``transform_weights``),
-and stores its outputs apart (kokoro_ext.run.weights), so the runtime maps them and
+norm, Winograd filters).  The build runs the exported library's transform once
+(``transform_weights``) and stores its outputs apart (kokoro_ext.run.weights), so the runtime maps them and
 passes them to ``main`` as they are; ``build --weights-only`` runs a built library's
 transform on another checkpoint.  ``compile_module`` compiles a module with its weights
 bound as constants, for tests and comparisons.
@@ -64,11 +64,11 @@ class Parameter:
 
 @dataclass
 class CompiledStage(CompiledModule):
-    """A stage compiled with its weights as parameters, and its weights as ``main`` takes
-    them (``transform_weights`` of the checkpoint's)."""
+    """A stage compiled with its weights as parameters, and the checkpoint's parameters its
+    weight transform takes (``transform_weights`` makes what ``main`` takes of them)."""
 
-    weights: list[np.ndarray] = field(default_factory=list)  # main's, after its inputs
-    parameters: list[Parameter] = field(default_factory=list)  # what the transform takes
+    weights: list[np.ndarray] = field(default_factory=list)  # the transform's inputs
+    parameters: list[Parameter] = field(default_factory=list)  # their names, in that order
 
 
 def compile_module(
@@ -101,7 +101,9 @@ def compile_stage(
 ) -> CompiledStage:
     """Compile ``spec``'s stage of ``model`` once for every batch and length (its symbolic
     axes), with the weights as parameters: the module's, in the order ``parameters``
-    records, go through the library's transform into the ``weights`` ``main`` takes."""
+    records, for the library's transform (``transform_weights``, on the exported library:
+    running a VM on the executable before its export would add a memory scope entry per
+    constant to what it saves, and a warning per entry to every load)."""
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     mod, ir_lines, seconds, names = _import(
@@ -109,11 +111,8 @@ def compile_stage(
     )
     mod, params = detach_params(mod)
     executable = _compile(mod, target, native_dense, seconds)
-    checkpoint = [w.numpy() for w in params["main"]]
-    start = time.perf_counter()
-    weights = transform_weights(executable, checkpoint)
-    seconds["transform"] = time.perf_counter() - start
-    parameters = [Parameter.of(n, w) for n, w in zip(names, checkpoint, strict=True)]
+    weights = [w.numpy() for w in params["main"]]
+    parameters = [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
     return CompiledStage(executable, ir_lines, seconds, weights, parameters)
 
 
