@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,13 +24,11 @@ import tvm
 from torch import Tensor, nn
 from tvm.relax.frontend import detach_params
 from tvm.relax.frontend.torch import from_exported_program
-from tvm.runtime.vm import VirtualMachine
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.build.schedule import relax_pipeline
 from kokoro_ext.build.stages import StageSpec
-from kokoro_ext.run import native
-from kokoro_ext.run.runner import TRANSFORM_PARAMS
+from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_numpy, to_tensor
 
 
 @dataclass
@@ -116,17 +115,17 @@ def compile_stage(
     return CompiledStage(executable, ir_lines, seconds, weights, parameters)
 
 
-def transform_weights(
-    library: tvm.runtime.Module | tvm.runtime.Executable, parameters: Sequence[np.ndarray]
-) -> list[np.ndarray]:
+def transform_weights(library: Any, parameters: Sequence[np.ndarray]) -> list[np.ndarray]:
     """A stage library's ``main_transform_params`` on the checkpoint's ``parameters``
-    (in the library's order): the weights its ``main`` takes after the inputs."""
+    (in the library's order): the weights its ``main`` takes after the inputs.
+
+    ``library``: the exported library, loaded (kokoro_ext.run.runner.load_library).
+    """
     if not parameters:
         return []
-    native.load()  # the transform calls native kernels (kokoro_ext.winograd_filter)
-    vm = VirtualMachine(library, tvm.cpu(), memory_cfg="naive")
-    stored = [tvm.runtime.tensor(np.ascontiguousarray(p)) for p in parameters]
-    return [w.numpy() for w in vm[TRANSFORM_PARAMS](stored)]
+    vm = load_vm(library)  # the transform calls native kernels (kokoro_ext.winograd_filter)
+    outputs = vm[TRANSFORM_PARAMS]([to_tensor(p) for p in parameters])
+    return [to_numpy(w) for w in outputs]
 
 
 def _import(module, example, dynamic_shapes, lstm_backend, keep_weights):

@@ -1,9 +1,10 @@
 """The run side: load a build (``python -m kokoro_ext.build``) and speak.
 
-Imports numpy, the TVM runtime (``tvm.runtime``, the Relax VirtualMachine), tvm-ffi and
-the standard library only, plus the G2P through kokoro_ext.text; never torch, TVM's
-compiler or kokoro_ext.build / kokoro_ext.tools (import-linter contracts in
-pyproject.toml).  What a deployment copies and installs: README.md, "Deploy".
+Imports numpy, tvm-ffi (which loads TVM's runtime library, ``libtvm_runtime.so``: the
+Relax VM, kokoro_ext.run.runner) and the standard library only, plus the G2P through
+kokoro_ext.text; never the ``tvm`` Python package, torch, TVM's compiler or
+kokoro_ext.build / kokoro_ext.tools (import-linter contracts in pyproject.toml).  What a
+deployment copies and installs: README.md, "Deploy".
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ RUNTIME_LIB_ENV = "TVM_USE_RUNTIME_LIB"
 
 
 def prefer_runtime_library() -> bool:
-    """Have the coming ``import tvm`` load the runtime library only; whether it will.
+    """Import tvm-ffi without torch, and have any later ``import tvm`` load the runtime
+    library only; whether it will.
 
-    For processes that only run builds (``python -m kokoro_ext.say``): it saves loading
-    the compiler library and LLVM.  A process that compiles too must not call it, as TVM
-    reads the switch once, at its import; so this is left to entry points and does
-    nothing once tvm is imported or when the environment sets the switch already.
+    For processes that only run builds (``python -m kokoro_ext.say``).  The run side does
+    not import ``tvm`` itself (kokoro_ext.run.runner); should anything else in the
+    process do so, the switch saves loading the compiler library and LLVM.  A process
+    that compiles too must not call it, as TVM reads the switch once, at its import; so
+    this is left to entry points and does nothing once tvm is imported or when the
+    environment sets the switch already.
     """
     if "tvm" in sys.modules:
         return os.environ.get(RUNTIME_LIB_ENV) == "1"

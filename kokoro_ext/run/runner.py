@@ -1,18 +1,29 @@
 """Running one compiled stage: a Relax VM over a library and, for a build, its weights.
 
-Run side: numpy and the TVM runtime only (no torch, no compiler).  A build's libraries
-take their weights as arguments of ``main``, after the inputs, in the layout the build
-stored them (kokoro_ext.run.weights): loading a stage maps them and computes nothing.
+Run side: numpy, tvm-ffi and the TVM runtime library only (no torch, no compiler).  A
+build's libraries take their weights as arguments of ``main``, after the inputs, in the
+layout the build stored them (kokoro_ext.run.weights): loading a stage maps them and
+computes nothing.
+
+The runtime library (``libtvm_runtime.so`` of the apache-tvm wheel: the Relax VM, the
+thread pool) is used through tvm-ffi, without importing the ``tvm`` Python package.
+That import registers ~140 Python classes whose C++ types only the compiler library has;
+with the runtime library alone each lookup fails in C++, and the first failure builds a
+backtrace, which initializes libbacktrace over every loaded library: 0.15-0.2 s and
+30 MiB at every start where the interpreter carries debug information (pyenv's
+libpython does), for nothing a stage needs.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import tvm
-from tvm.runtime.vm import VirtualMachine
+import tvm_ffi
 
 from kokoro_ext.run import native
 from kokoro_ext.run.threads import configure_thread_pool
@@ -22,11 +33,77 @@ from kokoro_ext.run.threads import configure_thread_pool
 #: Winograd).  The build runs it (kokoro_ext.build.compiler.transform_weights) and stores
 #: its outputs; the runtime never does.
 TRANSFORM_PARAMS = "main_transform_params"
+#: TVM's allocation alignment (kAllocAlignment): what compiled code may assume of a tensor.
+ALIGN = 64
+#: The Relax VM's arguments to ``vm_initialization``: kDLCPU, device 0, the naive allocator
+#: (tvm.runtime.vm.VirtualMachine's NAIVE_ALLOCATOR).  "Naive": buffers go back to the
+#: system after each call.  The default pooled allocator keeps every freed buffer for
+#: reuse at the same size, and with symbolic lengths nearly every call has sizes of its
+#: own: the pool would only grow.
+_CPU, _NAIVE_ALLOCATOR = 1, 1
+_runtime_loaded = False
 
 
-def load_library(path: str | Path) -> tvm.runtime.Module:
+def load_runtime() -> None:
+    """Load the apache-tvm wheel's ``libtvm_runtime.so`` once (ValueError if it is missing).
+
+    Global, as TVM itself loads it, so that stage libraries and the native kernels resolve
+    its symbols; its global functions (the VM loader) register with tvm-ffi.
+    """
+    global _runtime_loaded
+    if _runtime_loaded:
+        return
+    spec = importlib.util.find_spec("tvm")  # finds the package without importing it
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    paths = [Path(p) / "lib" / "libtvm_runtime.so" for p in locations]
+    path = next((p for p in paths if p.is_file()), None)
+    if path is None:
+        raise ValueError(
+            "the TVM runtime library (tvm/lib/libtvm_runtime.so of the apache-tvm wheel) "
+            "was not found: install apache-tvm (README.md, Deploy)"
+        )
+    ctypes.CDLL(str(path), ctypes.RTLD_GLOBAL)
+    _runtime_loaded = True
+
+
+def load_library(path: str | Path) -> tvm_ffi.Module:
     """A compiled stage library (a shared object: the runtime's loader, no compiler)."""
-    return tvm.runtime.load_module(str(path))
+    load_runtime()
+    return tvm_ffi.load_module(str(path))
+
+
+def load_vm(library: Any) -> tvm_ffi.Module:
+    """A Relax VM (naive allocator, this CPU) over ``library``: a loaded stage library, or
+    a ``tvm.runtime.Executable`` fresh from ``tvm.compile`` (tests, comparisons)."""
+    load_runtime()
+    configure_thread_pool()  # before TVM creates its pool: one thread per core
+    native.load()  # the native kernels must be registered before the VM resolves them
+    if hasattr(library, "jit"):  # an Executable: its module (no import of tvm here)
+        library = library.jit()
+    vm = library["vm_load_executable"]()
+    vm["vm_initialization"](_CPU, 0, _NAIVE_ALLOCATOR)
+    return vm
+
+
+def to_tensor(array: np.ndarray, copy: bool = True) -> tvm_ffi.Tensor:
+    """``array`` as a tvm-ffi tensor through DLPack, at an ``ALIGN``-byte address (compiled
+    code may assume it): a copy, or with ``copy=False`` the array itself where it is
+    C-contiguous and aligned already (a weights file's arrays are)."""
+    array = np.asarray(array)
+    aligned = array.flags.c_contiguous and array.ctypes.data % ALIGN == 0
+    if copy or not aligned:
+        buffer = np.empty(array.nbytes + ALIGN, np.uint8)
+        start = -buffer.ctypes.data % ALIGN
+        # np.ndarray at an offset: a slice of zero elements would not move the pointer
+        target = np.ndarray(array.shape, array.dtype, buffer=buffer, offset=start)
+        target[...] = array
+        array = target
+    return tvm_ffi.from_dlpack(array, require_alignment=ALIGN, require_contiguous=True)
+
+
+def to_numpy(tensor: tvm_ffi.Tensor) -> np.ndarray:
+    """A numpy copy of a tensor the VM returned (the VM's buffer is not kept)."""
+    return np.array(np.from_dlpack(tensor), copy=True)
 
 
 class StageRunner:
@@ -38,27 +115,18 @@ class StageRunner:
     kokoro_ext.build.compiler.compile_module).
     """
 
-    def __init__(
-        self,
-        executable: tvm.runtime.Module | tvm.runtime.Executable,
-        weights: Sequence[np.ndarray] = (),
-    ):
-        configure_thread_pool()  # before TVM creates its pool: one thread per core
-        native.load()  # the native kernels must be registered before the VM resolves them
-        # "naive": buffers go back to the system after each call.  The default pooled
-        # allocator keeps every freed buffer for reuse at the same size, and with symbolic
-        # lengths nearly every call has sizes of its own: the pool would only grow.
-        self._vm = VirtualMachine(executable, tvm.cpu(), memory_cfg="naive")
+    def __init__(self, executable: Any, weights: Sequence[np.ndarray] = ()):
+        self._vm = load_vm(executable)
+        self._main = self._vm["main"]
         # DLPack: memory-mapped weights reach main without a copy (their pages are read
         # from the file when a kernel first touches them)
-        self._weights = [tvm.runtime.from_dlpack(np.ascontiguousarray(w)) for w in weights]
+        self._weights = [to_tensor(w, copy=False) for w in weights]
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
-        tensors = [tvm.runtime.tensor(np.ascontiguousarray(_numpy(a))) for a in args]
-        out = self._vm["main"](*tensors, *self._weights)
-        if isinstance(out, tvm.runtime.Tensor):
-            return [out.numpy()]
-        return [o.numpy() for o in out]
+        out = self._main(*(to_tensor(_numpy(a)) for a in args), *self._weights)
+        if isinstance(out, tvm_ffi.Tensor):
+            return [to_numpy(out)]
+        return [to_numpy(o) for o in out]
 
 
 def _numpy(value) -> np.ndarray:
