@@ -90,5 +90,12 @@ def test_a_fresh_process_imports_neither_spacy_nor_torch():
 def test_lexicon_is_misakis(british):
     en = _misaki_en()
     ours, theirs = _lexicon(en, british), en.Lexicon(british)
+    # every key of misaki's grown dictionaries looked up (the Mapping comparison) ...
     assert ours.golds == theirs.golds and ours.silvers == theirs.silvers
+    # ... and no other case form of one is found where misaki finds nothing
+    for mine, grown in ((ours.golds, theirs.golds), (ours.silvers, theirs.silvers)):
+        for key in list(grown):
+            for word in {key.lower(), key.upper(), key.capitalize(), key.title(), key.swapcase()}:
+                assert mine.get(word) == grown.get(word), word
+                assert (word in mine) == (word in grown), word
     assert ours.cap_stresses == theirs.cap_stresses and ours.british == british
