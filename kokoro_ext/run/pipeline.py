@@ -138,8 +138,7 @@ def synthesize_ids(
     if frame_bucket > frames:  # static-shape stages: zeros past the input
         padding = geometry.samples_per_frame * (frame_bucket - frames)
         noise = np.pad(noise, ((0, 0), (0, padding), (0, 0)))
-    f0_pairs = F0.reshape(F0.shape[0], -1, 2)  # kokoro_ext.build.stages.FramePairs
-    (spectrum,) = run_stage("source", frame_bucket)(f0_pairs, frame_lengths, noise)
+    (spectrum,) = run_stage("source", frame_bucket)(F0, frame_lengths, noise)
     spectrum_frames = geometry.spectrum_per_frame * frames + 1
     keep("source", spectrum=spectrum[..., :spectrum_frames])
     (audio,) = run_stage("decoder", frame_bucket)(
