@@ -1,4 +1,4 @@
-"""The run side's numpy noise equals kokoro's torch draws bit for bit."""
+"""The run side's native noise (kokoro_ext.source_noise) equals kokoro's torch draws bit for bit."""
 
 import numpy as np
 import pytest

@@ -234,6 +234,17 @@ def test_symbolic_conv_takes_winograd_where_it_pays_at_every_length():
 
 
 @pytest.mark.usefixtures("kernels")
+def test_long_filters_take_winograd_from_one_tile_on():
+    # 11 taps, dilation 5: Winograd from one F(4, 4) tile per phase (20 outputs), so a
+    # length that starts there needs no direct fallback and keeps one filter, not two
+    conv = nn.Conv1d(64, 64, 11, padding=25, dilation=5).eval()
+    ir = _dispatched(_export(conv, Dim("frames", min=20, max=4096), 100))
+    assert '"kokoro_ext.conv1d_winograd"' in ir and "if_pays" not in ir, ir
+    ir = _dispatched(_export(conv, Dim("frames", min=2, max=4096), 100))
+    assert '"kokoro_ext.conv1d_winograd_if_pays"' in ir, ir
+
+
+@pytest.mark.usefixtures("kernels")
 def test_symbolic_conv_never_long_enough_stays_direct():
     conv = nn.Conv1d(64, 64, 3, padding=1).eval()
     ir = _dispatched(_export(conv, Dim("frames", min=2, max=200), 100))
@@ -243,8 +254,8 @@ def test_symbolic_conv_never_long_enough_stays_direct():
 @pytest.mark.usefixtures("kernels")
 def test_symbolic_conv_chooses_per_call_as_a_static_build_would():
     torch.manual_seed(1)
-    # dilation 3, 7 taps (F(4, 4) in chunks): Winograd pays from 3 * 4 * 64 = 768 outputs
-    conv = nn.Conv1d(64, 72, 7, padding=9, dilation=3).eval()
+    # dilation 3, 3 taps (F(4, 3)): Winograd pays from 3 * 4 * 64 = 768 outputs
+    conv = nn.Conv1d(64, 72, 3, padding=3, dilation=3).eval()
     mod = _export(conv, Dim("frames", min=2, max=4096), 100)
     ir = _dispatched(mod)
     assert '"kokoro_ext.conv1d_winograd_if_pays"' in ir, ir

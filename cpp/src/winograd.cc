@@ -300,13 +300,15 @@ std::vector<int64_t> FilterShape(int64_t C_out, int64_t C_in, int64_t K) {
 
 bool WinogradPays(int64_t C_in, int64_t C_out, int64_t K, int64_t dilation, int64_t T_out) {
   // The transforms cost O(n^2) per channel and tile against O(n C) in the GEMMs, so only
-  // wide layers gain, and the GEMMs need enough tiles per phase to run at speed.  The
-  // transformed filter is about twice the filter: kokoro's 1024-channel decoder layers
-  // hold most of its weights (+100 MB per decoder library) for ~3% of its time, so they
-  // stay direct.
+  // wide layers gain.  With 7 or 11 taps the products fall 2x and Winograd wins from the
+  // first tile on (one thread, kokoro's 128/256-channel shapes: 0.93-1.1x the direct time
+  // at one to three tiles per phase, 1.2-2.4x from there); with 3 taps they fall 1.5x and
+  // it needs about 64 tiles per phase to gain (0.55-1.1x below).  The transformed filter
+  // is about twice the filter: kokoro's 1024-channel decoder layers hold most of its
+  // weights, so they stay direct to keep the resident weights small.
   const int64_t tiles_per_phase = (T_out / dilation) / TransformFor(K).m;
   return K >= 3 && C_in >= 64 && C_out >= 64 && C_in * C_out <= 512 * 512 &&
-         tiles_per_phase >= 64;
+         tiles_per_phase >= (K >= 7 ? 1 : 64);
 }
 
 void WinogradFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView gw) {

@@ -91,7 +91,9 @@ def _prosody_dynamic(model: nn.Module) -> tuple:
 def _source_dynamic(model: nn.Module) -> tuple:
     b, frames = _batch(), _frames()
     samples = Geometry.from_model(model).samples_per_frame * frames
-    return ({0: b, 1: frames}, {0: b}, {0: b, 1: samples})
+    # F0 [B, 2 * frames], noise [B, 600 * frames, H]: no input has ``frames`` itself;
+    # the importer defines it from F0's length (tvm_patches/0007)
+    return ({0: b, 1: 2 * frames}, {0: b}, {0: b, 1: samples})
 
 
 def _decoder_dynamic(model: nn.Module) -> tuple:
@@ -117,31 +119,10 @@ def _prosody_example(model: nn.Module, frames: int) -> tuple[Tensor, ...]:
     return torch.zeros(1, channels, frames), torch.tensor([frames]), torch.zeros(1, STYLE_DIM)
 
 
-class FramePairs(nn.Module):
-    """The source stage taking F0 [B, 2 * frames] as [B, frames, 2].
-
-    With F0 [B, 2 * frames] and noise [B, 600 * frames, H], no input's shape holds
-    ``frames`` itself, and TVM's VMShapeLower cannot recover a variable that appears only
-    inside an expression ("PrimExpr 2 * frames is not computed", apache/tvm#17876); the
-    reshape is free on both sides.
-    """
-
-    def __init__(self, stage: nn.Module):
-        super().__init__()
-        self.stage = stage
-
-    def forward(self, f0_pairs: Tensor, lengths: Tensor, noise: Tensor) -> Tensor:
-        return self.stage(f0_pairs.reshape(f0_pairs.shape[0], -1), lengths, noise)
-
-
-def _source_module(model: nn.Module) -> nn.Module:
-    return FramePairs(SourceStage(model))
-
-
 def _source_example(model: nn.Module, frames: int) -> tuple[Tensor, ...]:
     geometry = Geometry.from_model(model)
     noise = torch.zeros(1, geometry.samples_per_frame * frames, geometry.harmonics)
-    return torch.zeros(1, frames, 2), torch.tensor([frames]), noise
+    return torch.zeros(1, 2 * frames), torch.tensor([frames]), noise
 
 
 def _decoder_example(model: nn.Module, frames: int) -> tuple[Tensor, ...]:
@@ -183,7 +164,7 @@ STAGES: dict[str, StageSpec] = {
             "frames",
             ("F0", "lengths", "noise"),
             ("spectrum",),
-            _source_module,
+            SourceStage,
             _source_example,
             _source_dynamic,
         ),

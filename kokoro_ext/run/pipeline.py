@@ -134,12 +134,11 @@ def synthesize_ids(
     keep("prosody", F0=F0[:, : 2 * frames], N=N[:, : 2 * frames])
 
     samples = geometry.samples_per_frame * frames
-    noise = np.zeros(
-        (1, geometry.samples_per_frame * frame_bucket, geometry.harmonics), dtype=np.float32
-    )
-    noise[:, :samples] = source_noise(seed, 1, samples, geometry.harmonics)
-    f0_pairs = F0.reshape(F0.shape[0], -1, 2)  # kokoro_ext.build.stages.FramePairs
-    (spectrum,) = run_stage("source", frame_bucket)(f0_pairs, frame_lengths, noise)
+    noise = source_noise(seed, 1, samples, geometry.harmonics)
+    if frame_bucket > frames:  # static-shape stages: zeros past the input
+        padding = geometry.samples_per_frame * (frame_bucket - frames)
+        noise = np.pad(noise, ((0, 0), (0, padding), (0, 0)))
+    (spectrum,) = run_stage("source", frame_bucket)(F0, frame_lengths, noise)
     spectrum_frames = geometry.spectrum_per_frame * frames + 1
     keep("source", spectrum=spectrum[..., :spectrum_frames])
     (audio,) = run_stage("decoder", frame_bucket)(
