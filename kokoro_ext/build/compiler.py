@@ -28,7 +28,7 @@ from tvm.relax.frontend.torch import from_exported_program
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.build.schedule import relax_pipeline
 from kokoro_ext.build.stages import StageSpec
-from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_numpy, to_tensor
+from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_tensor
 
 
 @dataclass
@@ -125,7 +125,7 @@ def transform_weights(library: Any, parameters: Sequence[np.ndarray]) -> list[np
         return []
     vm = load_vm(library)  # the transform calls native kernels (kokoro_ext.winograd_filter)
     outputs = vm[TRANSFORM_PARAMS]([to_tensor(p) for p in parameters])
-    return [to_numpy(w) for w in outputs]
+    return [np.from_dlpack(w) for w in outputs]  # views of the VM's buffers: no second copy
 
 
 def _import(module, example, dynamic_shapes, lstm_backend, keep_weights):
