@@ -6,9 +6,9 @@ GEMM-shaped ops to the native kernels (kokoro_ext.build.dispatch), static or sym
 alike, and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
 Winograd (kokoro_ext.build.frontend.winograd).  Then ``LiftTransformParams`` moves whatever
 depends on the weights alone (weight norm, transposes, Winograd filters) out of ``main``
-into ``main_transform_params``, which the runtime runs once when it loads a stage
-(kokoro_ext.run.runner): the build stores the weights as the checkpoint has them, and
-``main`` never recomputes their transforms.
+into ``main_transform_params``, which the build runs once on the checkpoint
+(kokoro_ext.build.compiler.transform_weights): it stores the outputs, the runtime passes
+them to ``main`` as they are, and nothing recomputes their transforms.
 
 TVM 0.27's CPU pipeline (relax.backend.cpu_generic) fuses operators (FuseOps/FuseTIR) but
 applies no schedule to the fused functions: each op in a fused function stays its own

@@ -7,7 +7,8 @@ transformed filter, the way TVM's conv2d_winograd_without_weight_transform takes
 pre-transformed weight.  A constant filter is transformed here, once.  A filter that is a
 weight parameter of the function (the build keeps weights as parameters, see
 kokoro_ext.build.compiler) gets a ``kokoro_ext.winograd_filter`` call on it, which
-LiftTransformParams then moves into the weight transform the runtime runs once at load.
+LiftTransformParams then moves into the weight transform the build runs once (its
+outputs are what the build stores: kokoro_ext.build.compiler.transform_weights).
 
 Whether Winograd pays depends on the output length.  A symbolic length (torch.export's
 Dim) has the bounds the importer records in the function's ``tir_var_lower_bound`` and
