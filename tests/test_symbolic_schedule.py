@@ -10,7 +10,7 @@ import torch
 import tvm
 from torch import nn
 from torch.export import Dim
-from tvm import relax, tirx
+from tvm import tirx
 from tvm.relax.frontend.torch import from_exported_program
 from tvm.s_tir import transform as s_tir_transform
 from tvm.script import tirx as T
