@@ -55,7 +55,9 @@ def kernels():
 def test_conv1d(cin, cout, k, stride, padding, dilation, bias):
     conv = nn.Conv1d(cin, cout, k, stride, padding, dilation, bias=bias)
     x = torch.randn(2, cin, 300)  # 300 columns: more than one 256-column tile
-    assert '"kokoro_ext.conv1d"' in compiled_matches_torch(conv, x)
+    # stride 1 with a weight filter: on the filter reordered once as taps [K, C_out, C_in]
+    kernel = '"kokoro_ext.conv1d_taps"' if stride == 1 else '"kokoro_ext.conv1d"'
+    assert kernel in compiled_matches_torch(conv, x)
 
 
 @pytest.mark.parametrize(
@@ -119,6 +121,23 @@ def test_grouped_convolution_keeps_tvm_lowering():
     assert "kokoro_ext.conv1d" not in ir
     grouped = nn.Conv1d(6, 6, 3, padding=1, groups=3)
     assert "kokoro_ext.conv1d" not in compiled_matches_torch(grouped, torch.randn(1, 6, 10))
+
+
+def test_taps_kernel_equals_the_filter_kernel_and_names_a_wrong_filter():
+    conv1d = tvm_ffi.get_global_func("kokoro_ext.conv1d")
+    taps_conv = tvm_ffi.get_global_func("kokoro_ext.conv1d_taps")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 30), dtype=np.float32)
+    w = rng.standard_normal((5, 4, 3), dtype=np.float32)
+    bias = rng.standard_normal(5, dtype=np.float32)
+    want, got = np.zeros((2, 5, 26), np.float32), np.zeros((2, 5, 26), np.float32)
+    conv1d(tvm_ffi.Shape([1, 0, 2]), *[tvm_ffi.from_dlpack(a) for a in (x, w, bias, want)])
+    taps = np.ascontiguousarray(w.transpose(2, 0, 1))
+    taps_conv(tvm_ffi.Shape([0, 2]), *[tvm_ffi.from_dlpack(a) for a in (x, taps, bias, got)])
+    np.testing.assert_array_equal(got, want)  # the same GEMMs in the same order
+    with pytest.raises(ValueError, match=r"conv1d_taps: taps must have shape \[3, 5, 4\]"):
+        wrong = np.zeros((3, 5, 3), np.float32)  # C_in 3, x has 4
+        taps_conv(tvm_ffi.Shape([0, 2]), *[tvm_ffi.from_dlpack(a) for a in (x, wrong, bias, got)])
 
 
 def test_kernel_names_a_wrong_argument():

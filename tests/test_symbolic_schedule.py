@@ -10,7 +10,7 @@ import torch
 import tvm
 from torch import nn
 from torch.export import Dim
-from tvm import relax, tirx
+from tvm import tirx
 from tvm.relax.frontend.torch import from_exported_program
 from tvm.s_tir import transform as s_tir_transform
 from tvm.script import tirx as T
@@ -248,7 +248,7 @@ def test_long_filters_take_winograd_from_one_tile_on():
 def test_symbolic_conv_never_long_enough_stays_direct():
     conv = nn.Conv1d(64, 64, 3, padding=1).eval()
     ir = _dispatched(_export(conv, Dim("frames", min=2, max=200), 100))
-    assert '"kokoro_ext.conv1d"' in ir and "winograd" not in ir, ir
+    assert '"kokoro_ext.conv1d_taps"' in ir and "winograd" not in ir, ir
 
 
 @pytest.mark.usefixtures("kernels")
@@ -260,7 +260,7 @@ def test_symbolic_conv_chooses_per_call_as_a_static_build_would():
     ir = _dispatched(mod)
     assert '"kokoro_ext.conv1d_winograd_if_pays"' in ir, ir
     runner = _runner(mod)
-    for length, kernel in ((100, '"kokoro_ext.conv1d"'), (1500, '"kokoro_ext.conv1d_winograd"')):
+    for length, kernel in ((100, '"kokoro_ext.conv1d_taps"'), (1500, '"kokoro_ext.conv1d_winograd"')):
         x = torch.randn(1, 64, length)
         static = from_exported_program(
             torch.export.export(conv, (x,)), custom_convert_map=custom_convert_map()
@@ -281,9 +281,9 @@ def test_if_pays_kernel_names_a_wrong_filter(kernels):
 
     conv = tvm_ffi.get_global_func("kokoro_ext.conv1d_winograd_if_pays")
     x = np.zeros((1, 64, 300), np.float32)
-    w = np.zeros((64, 32, 3), np.float32)  # C_in 32; x has 64
+    taps = np.zeros((3, 64, 32), np.float32)  # [K, C_out, C_in]: C_in 32; x has 64
     gw = np.zeros((1, 6, 64, 64), np.float32)
     out = np.zeros((1, 64, 300), np.float32)
-    with pytest.raises(ValueError, match=r"conv1d_winograd_if_pays: w must have shape \[64, 64, 3\]"):
+    with pytest.raises(ValueError, match=r"conv1d_winograd_if_pays: taps must have shape \[3, 64, 64\]"):
         conv(tvm_ffi.Shape([1, 1, 3]), *[tvm_ffi.from_dlpack(a) for a in
-                                         (x, w, gw, np.zeros(64, np.float32), out)])
+                                         (x, taps, gw, np.zeros(64, np.float32), out)])

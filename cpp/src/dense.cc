@@ -10,6 +10,9 @@
  *   kokoro_ext.conv1d(options, x, w, bias, out)      PyTorch conv1d, groups = 1
  *     options  Shape (stride, padding, dilation)
  *     x [B, C_in, T_in]   w [C_out, C_in, K]   bias [C_out]   out [B, C_out, T_out]
+ *   kokoro_ext.conv1d_taps(options, x, taps, bias, out)      the same, stride 1, on the
+ *     filter reordered as taps [K, C_out, C_in] (done once where the filter is a weight)
+ *     options  Shape (padding, dilation)
  *   kokoro_ext.conv1d_transpose(options, x, w, bias, out)   conv_transpose1d, groups = 1
  *     options  Shape (stride, padding, output_padding)
  *     x [B, C_in, T_in]   w [C_in, C_out, K]   bias [C_out]   out [B, C_out, T_out]
@@ -39,16 +42,12 @@ constexpr int64_t kMinParallelFlops = int64_t{1} << 22;
 
 /*!
  * \brief Stride-1 convolution as K accumulated GEMMs, out += W_k x_shifted(k), over a
- *  zero-padded copy of each input: no im2col copy K times the input's size.
+ *  zero-padded copy of each input: no im2col copy K times the input's size.  The filter
+ *  comes as taps [K][C_out][C_in], so that each tap is a contiguous GEMM operand.
  */
-void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po, int64_t B,
-                   int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
-                   int64_t dilation, int64_t T_out) {
-  // Weights as [K][C_out][C_in], so that each tap is a contiguous GEMM operand.
-  float* taps = Workspace<0>(K * C_out * C_in);
-  for (int64_t o = 0; o < C_out; ++o)
-    for (int64_t c = 0; c < C_in; ++c)
-      for (int64_t k = 0; k < K; ++k) taps[(k * C_out + o) * C_in + c] = pw[(o * C_in + c) * K + k];
+void Conv1dTaps(const float* px, const float* taps, const float* pb, float* po, int64_t B,
+                int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
+                int64_t dilation, int64_t T_out) {
   const int64_t T_pad = T_in + 2 * pad;
   float* padded = Workspace<1>(B * C_in * T_pad);
   for (int64_t bc = 0; bc < B * C_in; ++bc) {
@@ -71,6 +70,22 @@ void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po,
                         1.f, ob, T_out);
     }
   });
+}
+
+/*!
+ * \brief Conv1dTaps on a [C_out][C_in][K] filter, reordered here at every call (a
+ *  1024 x 1090 x 3 filter takes milliseconds): where the filter is a weight, compilation
+ *  passes kokoro_ext.conv1d_taps the reordered filter instead (frontend/winograd.py).
+ */
+void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po, int64_t B,
+                   int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
+                   int64_t dilation, int64_t T_out) {
+  float* taps = Workspace<0>(K * C_out * C_in);
+  ParallelFor(C_out, [&](int64_t o) {
+    for (int64_t c = 0; c < C_in; ++c)
+      for (int64_t k = 0; k < K; ++k) taps[(k * C_out + o) * C_in + c] = pw[(o * C_in + c) * K + k];
+  }, C_out * C_in * K >= kMinParallelFlops / 16);
+  Conv1dTaps(px, taps, pb, po, B, C_in, T_in, C_out, K, pad, dilation, T_out);
 }
 
 /*! \brief Any-stride convolution through im2col tiles. */
@@ -137,6 +152,32 @@ void Conv1d(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorVie
   } else {
     Conv1dIm2col(px, pw, pb, po, B, C_in, T_in, C_out, K, stride, pad, dilation, T_out);
   }
+}
+
+void Conv1dTapsPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
+                      tvm::ffi::TensorView taps, tvm::ffi::TensorView bias,
+                      tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d_taps";
+  if (options.size() != 2) {
+    TVM_FFI_THROW(ValueError) << kName << ": options must be (padding, dilation)";
+  }
+  CheckFloat32Cpu(kName, "x", x, 3);
+  CheckFloat32Cpu(kName, "taps", taps, 3);
+  CheckFloat32Cpu(kName, "bias", bias, 1);
+  CheckFloat32Cpu(kName, "out", out, 3);
+  const int64_t pad = options[0], dilation = options[1];
+  if (dilation < 1 || pad < 0) {
+    TVM_FFI_THROW(ValueError) << kName << ": options (padding, dilation) = (" << pad << ", "
+                              << dilation << ") are out of range";
+  }
+  const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
+  const int64_t K = taps.shape()[0], C_out = taps.shape()[1];
+  const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
+  CheckShape(kName, "taps", taps, {K, C_out, C_in});
+  CheckShape(kName, "bias", bias, {C_out});
+  CheckShape(kName, "out", out, {B, C_out, T_out});
+  Conv1dTaps(DataPtr<const float>(x), DataPtr<const float>(taps), DataPtr<const float>(bias),
+             DataPtr<float>(out), B, C_in, T_in, C_out, K, pad, dilation, T_out);
 }
 
 void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
@@ -237,6 +278,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   scipy_openblas_set_num_threads(1);
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef().def("kokoro_ext.conv1d", Conv1d)
+      .def("kokoro_ext.conv1d_taps", Conv1dTapsPacked)
       .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)
       .def("kokoro_ext.addmm", Addmm)
       .def("kokoro_ext.bmm", Bmm);

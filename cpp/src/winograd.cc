@@ -24,9 +24,9 @@
  *   kokoro_ext.conv1d_winograd(options, x, gw, bias, out)   PyTorch conv1d, stride 1
  *     options  Shape (padding, dilation, K)
  *     x [B, C_in, T_in]   gw as above   bias [C_out]   out [B, C_out, T_out]
- *   kokoro_ext.conv1d_winograd_if_pays(options, x, w, gw, bias, out)   the same, with
+ *   kokoro_ext.conv1d_winograd_if_pays(options, x, taps, gw, bias, out)   the same, with
  *     both filters: Winograd on gw where winograd_pays(.., T_out) at this call's T_out,
- *     else kokoro_ext.conv1d on w.  For a symbolic length that Winograd pays for at some
+ *     else kokoro_ext.conv1d_taps on taps [K, C_out, C_in].  For a symbolic length that Winograd pays for at some
  *     of its values and not at others: each call takes the kernel a static-length build
  *     for that length would have chosen.
  */
@@ -350,26 +350,26 @@ void Conv1dWinogradPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
 }
 
 void Conv1dWinogradIfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
-                          tvm::ffi::TensorView w, tvm::ffi::TensorView gw,
+                          tvm::ffi::TensorView taps, tvm::ffi::TensorView gw,
                           tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.conv1d_winograd_if_pays";
   if (options.size() != 3) {
     TVM_FFI_THROW(ValueError) << kName << ": options must be (padding, dilation, K)";
   }
   CheckFloat32Cpu(kName, "x", x, 3);
-  CheckFloat32Cpu(kName, "w", w, 3);
+  CheckFloat32Cpu(kName, "taps", taps, 3);
   const int64_t pad = options[0], dilation = options[1], K = options[2];
   const int64_t C_in = x.shape()[1], T_in = x.shape()[2];
-  const int64_t C_out = w.shape()[0];
-  CheckShape(kName, "w", w, {C_out, C_in, K});
+  const int64_t C_out = taps.shape()[1];
+  CheckShape(kName, "taps", taps, {K, C_out, C_in});
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
   if (WinogradPays(C_in, C_out, K, dilation, T_out)) {
     Conv1dWinogradPacked(options, x, gw, bias, out);
     return;
   }
   static const tvm::ffi::Function direct =
-      tvm::ffi::Function::GetGlobalRequired("kokoro_ext.conv1d");
-  direct(tvm::ffi::Shape({1, pad, dilation}), x, w, bias, out);
+      tvm::ffi::Function::GetGlobalRequired("kokoro_ext.conv1d_taps");
+  direct(tvm::ffi::Shape({pad, dilation}), x, taps, bias, out);
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ symbolic build takes at each length the kernel a static build for that length wo
 That keeps both filters for those layers (the transformed one is about twice the plain
 one): the memory a one-library-per-stage build pays for never being slower than the
 static build at short lengths.
+
+A stride-1 call that stays direct becomes ``kokoro_ext.conv1d_taps`` on the filter
+reordered as [K, C_out, C_in] (``_taps``), once, like the Winograd filter transform.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tvm import relax, sym
 from kokoro_ext.run import native
 from kokoro_ext.build.dispatch import NATIVE_CONV1D
 
+NATIVE_CONV1D_TAPS = "kokoro_ext.conv1d_taps"
 NATIVE_CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"
 NATIVE_CONV1D_WINOGRAD_IF_PAYS = "kokoro_ext.conv1d_winograd_if_pays"
 NATIVE_WINOGRAD_FILTER = "kokoro_ext.winograd_filter"
@@ -74,8 +78,9 @@ def length_bounds(
 def _winograd_call(
     call: relax.Call, lower: dict | None = None, upper: dict | None = None
 ) -> relax.Call | None:
-    """The conv1d_winograd call replacing ``call``, or None where it does not apply;
-    ``lower`` and ``upper`` bound the symbolic lengths (see the module's docstring)."""
+    """The conv1d_winograd (or, where Winograd never pays, conv1d_taps) call replacing
+    ``call``, or None where it does not apply; ``lower`` and ``upper`` bound the symbolic
+    lengths (see the module's docstring)."""
     if not (call.op.same_as(_CALL_DPS_PACKED) and isinstance(call.args[0], relax.ExternFunc)):
         return None
     if call.args[0].global_symbol != NATIVE_CONV1D:
@@ -93,9 +98,9 @@ def _winograd_call(
     else:
         shortest, longest = length_bounds(t_out, lower, upper)
     if longest is not None and not pays(c_in, c_out, taps, dilation, longest):
-        return None
+        return _taps_call(call, w, padding, dilation)
     if longest is None and not pays(c_in, c_out, taps, dilation, 1 << 40):
-        return None  # not at any length: the channels or taps rule it out
+        return _taps_call(call, w, padding, dilation)  # the channels or taps rule it out
     options = relax.ShapeExpr([padding, dilation, taps])
     if isinstance(w, relax.Var):
         shape = tvm_ffi.get_global_func("kokoro_ext.winograd_filter_shape")(c_out, c_in, taps)
@@ -106,8 +111,26 @@ def _winograd_call(
         gw = relax.const(winograd_filter(w.value.numpy()))
     if pays(c_in, c_out, taps, dilation, shortest):
         return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD, [options, x, gw, bias], call.ty_args[0])
-    args = [options, x, w, gw, bias]
+    args = [options, x, _taps(w), gw, bias]
     return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD_IF_PAYS, args, call.ty_args[0])
+
+
+def _taps(w: relax.Expr) -> relax.Expr:
+    """The filter as taps [K, C_out, C_in], each tap a contiguous GEMM operand: reordered
+    here for a constant, by a permute_dims that LiftTransformParams moves into the weight
+    transform for a weight parameter (kokoro_ext.conv1d reorders at every call: for a
+    1024 x 1090 x 3 filter that was most of the call at short lengths)."""
+    if isinstance(w, tvm.ir.expr.Constant):
+        return relax.const(np.ascontiguousarray(w.value.numpy().transpose(2, 0, 1)))
+    return relax.op.permute_dims(w, [2, 0, 1])
+
+
+def _taps_call(call: relax.Call, w: relax.Expr, padding: int, dilation: int) -> relax.Call:
+    """``kokoro_ext.conv1d_taps`` for the direct stride-1 convolution ``call``."""
+    _, x, _, bias = call.args[1].fields
+    options = relax.ShapeExpr([padding, dilation])
+    args = [options, x, _taps(w), bias]
+    return relax.call_dps_packed(NATIVE_CONV1D_TAPS, args, call.ty_args[0])
 
 
 @relax.expr_functor.mutator
@@ -131,7 +154,8 @@ class _Rewriter(relax.PyExprMutator):
 
 @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.WinogradConv1d")
 def winograd_conv1d(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-    """Send the native stride-1 conv1d calls to Winograd where it pays."""
+    """Send the native stride-1 conv1d calls with weight filters to Winograd where it pays,
+    to conv1d_taps on the reordered filter elsewhere."""
     native.load()
     rewriter = _Rewriter(mod)
     for gv, func in mod.functions_items():
