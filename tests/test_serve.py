@@ -24,6 +24,7 @@ import uvicorn
 from kokoro_ext import Synthesizer
 from kokoro_ext.serve import ServerOptions, create_app
 from kokoro_ext.serve import audio
+from kokoro_ext.serve.app import chunk_phonemes
 from kokoro_ext.serve.scheduler import END, QueueFull, Scheduler
 from small_build import limit
 
@@ -342,6 +343,61 @@ def test_short_request_is_not_starved_by_a_long_one():
     # the short request's three chunks came within its first few turns, not after 50
     last_short = max(i for i, name in enumerate(order) if name == "short")
     assert last_short < 10, order[:12]
+
+
+def test_a_first_chunk_is_cut_shorter_the_more_requests_wait_for_their_first_audio():
+    o = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=16)
+    assert [chunk_phonemes(0, k, o) for k in (1, 2, 3, 4, 6, 8, 30)] == [100, 50, 33, 25, 16, 16, 16]
+    assert {chunk_phonemes(i, k, o) for i in (1, 5) for k in (1, 8)} == {100}  # later chunks
+    never = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=100)
+    assert chunk_phonemes(0, 8, never) == 100
+
+
+def test_a_generator_sees_how_many_requests_wait_for_their_first_audio():
+    seen: dict[str, list[int]] = {}
+    entered, gate = threading.Event(), threading.Event()
+
+    def chunks(name: str, scheduler: Scheduler, n: int):
+        for i in range(n):
+            if name == "a" and i == 1:  # hold the worker in a's second chunk
+                entered.set()
+                gate.wait(30)
+            seen.setdefault(name, []).append(scheduler.starting())  # as a chunk limit asks
+            yield i
+
+    async def drain(job, scheduler) -> None:
+        while await job.get(scheduler) is not END:
+            pass
+
+    async def main():
+        scheduler = Scheduler(max_active=2, max_queue=4)
+        try:
+            a = scheduler.submit(chunks("a", scheduler, 2))
+            assert await a.get(scheduler) == 0
+            await asyncio.to_thread(entered.wait, 30)
+            others = [scheduler.submit(chunks(name, scheduler, 2)) for name in "bcd"]
+            assert scheduler.starting() == 3  # b active, c and d queued; a has audio
+            gate.set()
+            await asyncio.gather(drain(a, scheduler), *(drain(j, scheduler) for j in others))
+            assert scheduler.starting() == 0
+        finally:
+            scheduler.close()
+
+    asyncio.run(main())
+    # each first chunk counted itself and those behind it, active or queued
+    assert seen["a"] == [1, 3]
+    assert [seen[name][0] for name in "bcd"] == [3, 2, 1]
+
+
+def test_the_server_cuts_chunks_at_chunk_phonemes(synth, voices):
+    app = create_app(options(voices, chunk_phonemes=6), synth)
+    with running(app) as (url, app):
+        response = post(url, speech(input=TWO, response_format="pcm"), key=None)
+    assert response.status_code == 200
+    encoder = audio.encoder("pcm")
+    chunks = list(synth.stream(TWO, chunk_limit=6))
+    assert len(chunks) > len(list(synth.stream(TWO)))
+    assert response.content == b"".join(encoder.feed(c.joined()) for c in chunks) + encoder.finish()
 
 
 def test_the_server_imports_nothing_of_the_build_side():
