@@ -385,7 +385,9 @@ def _pcm(synth, text: str) -> bytes:
 
 def test_a_stalled_reader_holds_max_buffered_chunks_while_others_are_served(synth, voices):
     text = " ".join(LONG.split(". ")[:3])  # a dozen chunks: far more than the buffers hold
-    app = create_app(options(voices), synth)  # send_timeout 30 s: longer than the stall here
+    # send_timeout 30 s: longer than the stall here; and no first chunk is cut short
+    # however slow the machine, so that every response is the plain stream's
+    app = create_app(options(voices, first_chunk_wait=60.0), synth)
     with running(app, send_buffer=8192) as (url, app):
         scheduler = app.state.scheduler
         stalled = _open_stalled(int(url.rsplit(":", 1)[1]), text)
@@ -463,12 +465,15 @@ def test_short_request_is_not_starved_by_a_long_one():
     assert last_short < 10, order[:12]
 
 
-def test_a_first_chunk_is_cut_shorter_the_more_requests_wait_for_their_first_audio():
-    o = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=16)
-    assert [chunk_phonemes(0, k, o) for k in (1, 2, 3, 4, 6, 8, 30)] == [100, 50, 33, 25, 16, 16, 16]
-    assert {chunk_phonemes(i, k, o) for i in (1, 5) for k in (1, 8)} == {100}  # later chunks
+def test_a_first_chunk_is_cut_shorter_the_more_requests_wait_and_the_longer_it_waited():
+    o = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=16, first_chunk_wait=0.75)
+    assert [chunk_phonemes(0, k, 0.0, o) for k in (1, 2, 3, 4, 6, 8, 30)] == [100, 50, 33, 25, 16, 16, 16]
+    assert chunk_phonemes(0, 1, 0.74, o) == 100 and chunk_phonemes(0, 1, 0.75, o) == 16
+    assert chunk_phonemes(0, 2, 2.0, o) == 16
+    # later chunks: the full limit, however many wait and however long
+    assert {chunk_phonemes(i, k, w, o) for i in (1, 5) for k in (1, 8) for w in (0, 5)} == {100}
     never = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=100)
-    assert chunk_phonemes(0, 8, never) == 100
+    assert chunk_phonemes(0, 8, 5.0, never) == 100
 
 
 def test_a_generator_sees_how_many_requests_wait_for_their_first_audio():
@@ -508,13 +513,14 @@ def test_a_generator_sees_how_many_requests_wait_for_their_first_audio():
 
 
 def test_the_server_cuts_chunks_at_chunk_phonemes(synth, voices):
+    text = "This is the first sentence."
     app = create_app(options(voices, chunk_phonemes=6), synth)
     with running(app) as (url, app):
-        response = post(url, speech(input=TWO, response_format="pcm"), key=None)
+        response = post(url, speech(input=text, response_format="pcm"), key=None)
     assert response.status_code == 200
     encoder = audio.encoder("pcm")
-    chunks = list(synth.stream(TWO, chunk_limit=6))
-    assert len(chunks) > len(list(synth.stream(TWO)))
+    chunks = list(synth.stream(text, chunk_limit=6))
+    assert len(chunks) > len(list(synth.stream(text)))
     assert response.content == b"".join(encoder.feed(c.joined()) for c in chunks) + encoder.finish()
 
 

@@ -12,8 +12,8 @@ server gives it one thread and decides which request's chunk comes next:
 
 How much work one turn is, is up to the generators: the server's (kokoro_ext.serve.app)
 bound each chunk's phonemes, and make a first chunk smaller the more requests are
-``starting`` (waiting for their first audio), since each of those waits for the others'
-first chunks ahead of it.
+``starting`` (waiting for their first audio: each waits for the first chunks ahead of it)
+and the longer its own request has waited.
 
 Admission is bounded: at most ``max_active`` requests take turns, ``max_queue`` more wait
 (first come, first served) and beyond that ``submit`` raises ``QueueFull``.  A cancelled
