@@ -15,6 +15,7 @@ from kokoro_ext.text.chunking import (
     drop_other_scripts,
     group_words,
     pack,
+    pack_evenly,
     size,
     split_in_two,
     split_sentences,
@@ -104,6 +105,33 @@ def test_a_cut_word_gives_its_text_to_its_first_piece():
     pieces = pack([Word("Supercalifragilistic ", "sˌupəɹkˌæləfɹˌæʤəlˈɪstɪk ")], 10)
     assert [p.text for p in pieces] == ["Supercalifragilistic", "", ""]
     assert "".join(p.phonemes for p in pieces) == "sˌupəɹkˌæləfɹˌæʤəlˈɪstɪk"
+
+
+def test_evenly_packed_a_sentence_over_the_limit_does_not_end_in_a_word_or_two():
+    phonemes = "ðə hˈɪstəɹi ʌv ðə sˈɪTi ɡˈOz bˈæk nˈɪɹli tˈu θˈWzᵊnd jˈɪɹz."
+    greedy = _pack(phonemes, 50)
+    assert greedy[-1] == ("θˈWzᵊnd jˈɪɹz.", "sentence")  # 14 of 59 left to the last
+    even = [(p.phonemes, p.end) for p in pack_evenly(words_of_phonemes(phonemes), 50)]
+    assert len(even) == len(greedy) == 2
+    assert even == [("ðə hˈɪstəɹi ʌv ðə sˈɪTi ɡˈOz", "word"), ("bˈæk nˈɪɹli tˈu θˈWzᵊnd jˈɪɹz.", "sentence")]
+    # clause punctuation is still preferred, and what fits in one chunk stays one
+    assert pack_evenly(words_of_phonemes("wˈʌn tˈu, θɹˈi fˈɔɹ fˈIv"), 16) == pack(
+        words_of_phonemes("wˈʌn tˈu, θɹˈi fˈɔɹ fˈIv"), 16)
+    assert len(pack_evenly(words_of_phonemes(phonemes), 100)) == 1
+    # a word cut between phonemes: the chunks as pack cut them
+    cut = words_of_phonemes("ə ˌɛksˌɛksˈɛksˈɛks bˈi")
+    assert pack_evenly(cut, 7) == pack(cut, 7)
+
+
+@pytest.mark.parametrize("limit", [18, 126])
+def test_evenly_packed_chunks_are_as_many_and_no_larger(limit):
+    for sentence in split_sentences(_document(20_000, seed=1)):
+        words = _fake_words(sentence.text)
+        greedy, even = pack(words, limit, sentence.end), pack_evenly(words, limit, sentence.end)
+        assert len(even) <= len(greedy)
+        assert max(size(p.words) for p in even) <= max(size(p.words) for p in greedy)
+        assert [w for p in even for w in p.words] == list(words)
+        assert even[-1].end == sentence.end
 
 
 def test_chunk_limit_must_be_positive():

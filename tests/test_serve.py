@@ -24,6 +24,7 @@ import uvicorn
 from kokoro_ext import Synthesizer
 from kokoro_ext.serve import ServerOptions, create_app
 from kokoro_ext.serve import audio
+from kokoro_ext.serve.app import chunk_phonemes
 from kokoro_ext.serve.scheduler import END, QueueFull, Scheduler
 from small_build import limit
 
@@ -42,11 +43,23 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(app):
-    """Serve ``app`` with uvicorn in a thread; yields (base URL, app)."""
+def running(app, send_buffer: int | None = None):
+    """Serve ``app`` with uvicorn in a thread; yields (base URL, app).
+
+    ``send_buffer``: SO_SNDBUF of the listening socket, which the connections it accepts
+    inherit (Linux): a small one makes a client that stops reading push back on the
+    server after a few kilobytes, not after the megabytes loopback autotuning allows.
+    """
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sockets = None
+    if send_buffer is not None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+        listener.bind(("127.0.0.1", port))
+        sockets = [listener]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
     while not server.started:
@@ -304,6 +317,114 @@ def test_queue_full_is_503_with_retry_after(synth, voices):
         assert post(url, speech(), key=None).status_code == 200
 
 
+# --- readers that stall ----------------------------------------------------------------
+# A client that stops reading: TCP's window closes, uvicorn's transport buffer fills, its
+# send() waits for room, and the request stops taking chunks.  The client's receive buffer
+# and the server's send buffer are set small, so that this happens after a few kilobytes
+# (loopback would otherwise buffer megabytes of audio in the kernel).
+
+
+def _open_stalled(port: int, text: str) -> socket.socket:
+    """A raw connection that sends a streamed speech request and reads nothing (yet)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+    s.settimeout(60)
+    s.connect(("127.0.0.1", port))
+    body = json.dumps(speech(input=text, response_format="pcm")).encode()
+    s.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    return s
+
+
+def _read_streamed(s: socket.socket) -> tuple[bytes, bytes, bool]:
+    """(head, body, complete) of a chunked HTTP/1.1 response read to its last chunk, or to
+    the end of the connection if the server hangs up first (complete False then)."""
+    data = b""
+
+    def more() -> bool:
+        nonlocal data
+        piece = s.recv(65536)
+        data += piece
+        return bool(piece)
+
+    while b"\r\n\r\n" not in data:
+        if not more():
+            return data, b"", False
+    head, data = data.split(b"\r\n\r\n", 1)
+    assert b"transfer-encoding: chunked" in head.lower(), head
+    body = b""
+    while True:
+        while b"\r\n" not in data:
+            if not more():
+                return head, body, False
+        size_line, rest = data.split(b"\r\n", 1)
+        size = int(size_line.split(b";")[0], 16)
+        while len(rest) < size + 2:
+            if not more():
+                return head, body + rest[:size], False
+            rest = data.split(b"\r\n", 1)[1]
+        body += rest[:size]
+        data = rest[size + 2 :]
+        if size == 0:
+            return head, body, True
+
+
+def _settled(app, seconds: float = 1.0) -> bool:
+    """Whether the scheduler's counters stay as they are for ``seconds``: with a request
+    at max_buffered, that its reader took no chunk meanwhile (so none was made for it)."""
+    before = stats(app)
+    time.sleep(seconds)
+    return stats(app) == before
+
+
+def _pcm(synth, text: str) -> bytes:
+    """What a client that keeps up gets for ``text`` (voice af_heart is the build's voice)."""
+    encoder = audio.encoder("pcm")
+    return b"".join(encoder.feed(c.joined()) for c in synth.stream(text)) + encoder.finish()
+
+
+def test_a_stalled_reader_holds_max_buffered_chunks_while_others_are_served(synth, voices):
+    text = " ".join(LONG.split(". ")[:3])  # a dozen chunks: far more than the buffers hold
+    # send_timeout 30 s: longer than the stall here; and no first chunk is cut short
+    # however slow the machine, so that every response is the plain stream's
+    app = create_app(options(voices, first_chunk_wait=60.0), synth)
+    with running(app, send_buffer=8192) as (url, app):
+        scheduler = app.state.scheduler
+        stalled = _open_stalled(int(url.rsplit(":", 1)[1]), text)
+        with stalled:
+            # it took chunks until the buffers filled; then the worker made max_buffered
+            # more for it and now skips it
+            _wait(lambda: stats(app)["buffered"] == scheduler.max_buffered and _settled(app))
+            assert stats(app)["active"] == 1 and stats(app)["cancelled"] == 0
+            # meanwhile other clients are served, in full
+            for other in ("Hi.", TWO):
+                response = post(url, speech(input=other, response_format="pcm"), key=None)
+                assert response.status_code == 200 and response.content == _pcm(synth, other)
+                # the stalled request is still there, still held to max_buffered chunks
+                assert stats(app)["active"] == 1
+                assert stats(app)["buffered"] == scheduler.max_buffered
+            # reading again, it gets the rest: all of it, as a client that kept up would
+            head, body, complete = _read_streamed(stalled)
+        assert head.startswith(b"HTTP/1.1 200") and complete
+        assert body == _pcm(synth, text)
+        assert stats(app)["cancelled"] == 0
+        _wait(lambda: stats(app)["active"] == 0)
+
+
+def test_a_reader_stalled_past_the_send_timeout_has_its_work_cancelled(synth, voices):
+    app = create_app(options(voices, send_timeout=1.0), synth)
+    with running(app, send_buffer=8192) as (url, app):
+        with _open_stalled(int(url.rsplit(":", 1)[1]), LONG) as stalled:
+            _wait(lambda: stats(app)["cancelled"] == 1 and stats(app)["active"] == 0)
+            made = stats(app)["chunks"]
+            # the server hung up on it, the response cut short: no last chunk
+            head, body, complete = _read_streamed(stalled)
+        assert head.startswith(b"HTTP/1.1 200") and not complete and body
+        assert stats(app)["chunks"] == made and stats(app)["buffered"] == 0
+        assert made < 10, made  # LONG is two dozen chunks: no more were made for it
+        assert post(url, speech(input="Hi."), key=None).status_code == 200
+
+
 # --- the scheduler and the encoders, without a server -----------------------------------
 
 
@@ -342,6 +463,65 @@ def test_short_request_is_not_starved_by_a_long_one():
     # the short request's three chunks came within its first few turns, not after 50
     last_short = max(i for i, name in enumerate(order) if name == "short")
     assert last_short < 10, order[:12]
+
+
+def test_a_first_chunk_is_cut_shorter_the_more_requests_wait_and_the_longer_it_waited():
+    o = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=16, first_chunk_wait=0.75)
+    assert [chunk_phonemes(0, k, 0.0, o) for k in (1, 2, 3, 4, 6, 8, 30)] == [100, 50, 33, 25, 16, 16, 16]
+    assert chunk_phonemes(0, 1, 0.74, o) == 100 and chunk_phonemes(0, 1, 0.75, o) == 16
+    assert chunk_phonemes(0, 2, 2.0, o) == 16
+    # later chunks: the full limit, however many wait and however long
+    assert {chunk_phonemes(i, k, w, o) for i in (1, 5) for k in (1, 8) for w in (0, 5)} == {100}
+    never = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=100)
+    assert chunk_phonemes(0, 8, 5.0, never) == 100
+
+
+def test_a_generator_sees_how_many_requests_wait_for_their_first_audio():
+    seen: dict[str, list[int]] = {}
+    entered, gate = threading.Event(), threading.Event()
+
+    def chunks(name: str, scheduler: Scheduler, n: int):
+        for i in range(n):
+            if name == "a" and i == 1:  # hold the worker in a's second chunk
+                entered.set()
+                gate.wait(30)
+            seen.setdefault(name, []).append(scheduler.starting())  # as a chunk limit asks
+            yield i
+
+    async def drain(job, scheduler) -> None:
+        while await job.get(scheduler) is not END:
+            pass
+
+    async def main():
+        scheduler = Scheduler(max_active=2, max_queue=4)
+        try:
+            a = scheduler.submit(chunks("a", scheduler, 2))
+            assert await a.get(scheduler) == 0
+            await asyncio.to_thread(entered.wait, 30)
+            others = [scheduler.submit(chunks(name, scheduler, 2)) for name in "bcd"]
+            assert scheduler.starting() == 3  # b active, c and d queued; a has audio
+            gate.set()
+            await asyncio.gather(drain(a, scheduler), *(drain(j, scheduler) for j in others))
+            assert scheduler.starting() == 0
+        finally:
+            scheduler.close()
+
+    asyncio.run(main())
+    # each first chunk counted itself and those behind it, active or queued
+    assert seen["a"] == [1, 3]
+    assert [seen[name][0] for name in "bcd"] == [3, 2, 1]
+
+
+def test_the_server_cuts_chunks_at_chunk_phonemes(synth, voices):
+    text = "This is the first sentence."
+    app = create_app(options(voices, chunk_phonemes=6), synth)
+    with running(app) as (url, app):
+        response = post(url, speech(input=text, response_format="pcm"), key=None)
+    assert response.status_code == 200
+    encoder = audio.encoder("pcm")
+    chunks = list(synth.stream(text, chunk_limit=6))
+    assert len(chunks) > len(list(synth.stream(text)))
+    assert response.content == b"".join(encoder.feed(c.joined()) for c in chunks) + encoder.finish()
 
 
 def test_the_server_imports_nothing_of_the_build_side():

@@ -12,7 +12,7 @@ import pytest
 from kokoro_ext.run.synthesizer import SAMPLE_RATE, Synthesizer, join
 from kokoro_ext.run.say import main as say_main
 from kokoro_ext.text import PAUSES, phonemes_to_ids
-from kokoro_ext.text.chunking import pack, split_sentences
+from kokoro_ext.text.chunking import pack, pack_evenly, split_sentences
 
 from small_build import FRAMES, TOKENS, limit
 
@@ -115,6 +115,36 @@ def test_a_chunk_too_long_for_the_frame_limit_is_halved(synth):
         p.phonemes for p in pieces
     ).replace(" ", "")
     assert " ".join(c.text for c in chunks).split() == text.split()
+
+
+def test_chunk_limit_as_a_number_and_as_a_function_of_the_chunk_index(synth, chunks):
+    # the build's limit is the default, and a number is a limit for every chunk
+    assert [c.phonemes for c in synth.stream(TEXT, seed=7, chunk_limit=TOKENS - 2)] == [
+        c.phonemes for c in chunks
+    ]
+    small = list(synth.stream(TEXT, seed=7, chunk_limit=6))
+    assert len(small) > len(chunks) and all(len(c.phonemes) <= 6 for c in small)
+    # a function is asked for each chunk's limit just before the chunk is cut: a short
+    # first chunk, then the rest of its sentence packed again with the larger limit
+    asked = []
+
+    def limit(index):
+        asked.append(index)
+        return 4 if index == 0 else 100  # more than the build takes: its limit then
+
+    text = "How are you today, my old friend?"
+    got = list(synth.stream(text, chunk_limit=limit))
+    assert len(got[0].phonemes) <= 4
+    assert all(len(c.phonemes) <= synth.chunk_limit for c in got)
+    words = synth._g2p().words(text)
+    first = next(n for n in range(1, len(words) + 1)
+                 if "".join(w.phonemes for w in words[:n]).strip() == got[0].phonemes)
+    rest = pack_evenly(words[first:], synth.chunk_limit)
+    assert [c.phonemes for c in got[1:]] == [p.phonemes for p in rest]
+    assert sorted(set(asked)) == list(range(len(got)))
+    assert " ".join(c.text for c in got).split() == text.split()
+    with pytest.raises(ValueError, match="chunk_limit"):
+        synth.stream(TEXT, chunk_limit=0)
 
 
 def _wav_frames(path):

@@ -6,7 +6,8 @@ import importlib.metadata
 import json
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from kokoro_ext.run.voices import check_voice_pack, load_voice_array
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import entries_from_json, load_weights
 from kokoro_ext.text import Piece, phonemes_to_ids
-from kokoro_ext.text.chunking import Break, pack, pause_after, split_in_two
+from kokoro_ext.text.chunking import Break, pack_evenly, pause_after, split_in_two
 from kokoro_ext.text.frontend import FrontEnd, resolve_language
 
 SPEED_RANGE = (0.5, 2.0)
@@ -30,6 +31,9 @@ SILENT_SYMBOLS = frozenset(" ;:,.!?¡¿—…\"«»“”()→↓↗↘")
 #: A voice: a file or name, an array [510, 1, 256] (or anything np.asarray takes: a CPU
 #: torch tensor), or None for the build's voice.
 Voice = str | Path | np.ndarray | None
+#: Most phonemes per chunk (``Synthesizer.stream``): a number, a function of the chunk's
+#: index, or None for the build's limit.
+ChunkLimit = int | Callable[[int], int] | None
 
 
 @dataclass
@@ -174,12 +178,13 @@ class Synthesizer:
         voice: Voice = None,
         speed: float = 1.0,
         seed: int = 0,
+        chunk_limit: ChunkLimit = None,
     ) -> Iterator[Chunk]:
         """Text of any length -> Chunks, each yielded as soon as it is synthesized.
 
         The text is split into sentences and phonemized one sentence at a time, and the
-        phonemes are packed into chunks that fit the token limit (and, if the
-        audio would not fit the frame limit, halved again): see
+        phonemes are packed into chunks that fit the token limit, as even as they can be
+        (and, if the audio would not fit the frame limit, halved again): see
         kokoro_ext.text.chunking.  Chunk ``i`` uses noise seed ``seed + i``: the output is
         deterministic, and each chunk is ``synthesize_phonemes(chunk.phonemes, voice,
         speed, seed + i)``.  ``Chunk.pause`` is the silence
@@ -191,35 +196,69 @@ class Synthesizer:
         are dropped with a warning; text
         that leaves nothing to say raises ValueError (when the stream is exhausted).
         Arguments are checked here, before the first chunk is asked for.
+
+        ``chunk_limit``: the most phonemes in one chunk, at most (and by default)
+        ``self.chunk_limit``; or a function of a chunk's index giving that chunk's limit,
+        called just before the chunk is cut, so that a caller can bound each chunk's work
+        as it goes (kokoro_ext.serve makes a request's first chunk smaller while other
+        requests wait for their first audio).  When the limit changes, the rest of the
+        sentence is packed again with the new one; a chunk already halved for the frame
+        limit, or the rest of a word cut between two phonemes, is kept as it was cut.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if not text.strip():
             raise ValueError("no text to synthesize: the text is empty or only whitespace")
         check_speed(speed)
+        limit = self._chunk_limits(chunk_limit)
         voice_pack = self._voice_pack(voice)
         front = self._g2p(voice)
-        return self._chunks(front, front.sentences(text), text, voice_pack, speed, seed)
+        return self._chunks(front, front.sentences(text), text, voice_pack, speed, seed, limit)
 
-    def _chunks(self, front, sentences, text, voice, speed: float, seed: int) -> Iterator[Chunk]:
+    def _chunk_limits(self, chunk_limit: ChunkLimit) -> Callable[[int], int]:
+        """``chunk_limit`` as a function of the chunk index, within [1, self.chunk_limit]."""
+        if chunk_limit is None:
+            return lambda index: self.chunk_limit
+        if callable(chunk_limit):
+            return lambda index: max(1, min(int(chunk_limit(index)), self.chunk_limit))
+        if isinstance(chunk_limit, bool) or not isinstance(chunk_limit, int) or chunk_limit < 1:
+            raise ValueError(f"chunk_limit must be a whole number of phonemes >= 1, got {chunk_limit!r}")
+        return lambda index: min(chunk_limit, self.chunk_limit)
+
+    def _chunks(
+        self, front, sentences, text, voice, speed: float, seed: int, limit: Callable[[int], int]
+    ) -> Iterator[Chunk]:
         index = 0
         previous: Break | float | None = None
         for sentence in sentences:
             with self._text_lock:
                 words = front.words(sentence)
-            stack = pack(words, self.chunk_limit, sentence.end)[::-1]
-            while stack:
-                piece = stack.pop()
+            packed: deque[Piece] = deque()  # the sentence's chunks to come, cut for `size`
+            size: int | None = None
+            halves: list[Piece] = []  # a chunk too long for the frame limit, halved
+            while halves or packed or size is None:
+                if halves:
+                    piece = halves.pop()
+                else:
+                    wanted = limit(index)
+                    # pack (again, if the limit changed) what is left of the sentence, but
+                    # never inside a word that was cut between two phonemes
+                    if size is None or (wanted != size and previous != "phoneme"):
+                        rest = words if size is None else [w for p in packed for w in p.words]
+                        packed, size = deque(pack_evenly(rest, wanted, sentence.end)), wanted
+                        if not packed:
+                            break
+                    piece = packed.popleft()
                 if not self._speakable(piece):
                     continue
                 try:
                     trace = self._run(piece.phonemes, voice, speed, seed + index)
                 except LengthOverflow:
                     # durations are known only after the text stage: halve and try again
-                    halves = split_in_two(piece)
-                    if halves is None:
+                    split = split_in_two(piece)
+                    if split is None:
                         raise
-                    stack += halves[::-1]
+                    halves += split[::-1]
                     continue
                 yield Chunk(
                     text=piece.text,

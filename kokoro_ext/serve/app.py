@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,15 @@ class ServerOptions:
     max_input_chars: int = 4096  # OpenAI's limit on ``input``
     max_body_bytes: int = 64 * 1024
     send_timeout: float = 30.0  # seconds a client may take to send its body or stall a send
+    # Most phonemes in one chunk (a long sentence is cut at a clause, else a word): bounds
+    # how long a new request waits for the chunk in progress (~100 phonemes: ~0.9 s of
+    # work on two Zen 5 cores, ~6 s of speech).  The build's limit (510) at most.
+    chunk_phonemes: int = 100
+    # While k requests wait for their first audio, a first chunk holds at most
+    # max(first_chunk_phonemes, chunk_phonemes // k) phonemes, and first_chunk_phonemes
+    # once its request has waited first_chunk_wait seconds (= chunk_phonemes: never cut).
+    first_chunk_phonemes: int = 16
+    first_chunk_wait: float = 0.75
     warmup: bool = True  # synthesize a word at startup, so the first request is not slower
 
 
@@ -106,6 +116,28 @@ class Voices:
                 raise ValueError(f"voice file {name}.bin holds {data.size} values, not {_VOICE_VALUES}")
             self._packs[name] = data.reshape(510, 1, 256)
         return self._packs[name]
+
+
+def chunk_phonemes(index: int, starting: int, waited: float, options: ServerOptions) -> int:
+    """The most phonemes chunk ``index`` of a request may hold, when ``starting`` requests
+    (this one included) wait for their first audio and this one has waited ``waited`` s.
+
+    A request's first audio waits for the first chunks ahead of it (they go first, oldest
+    first) and for its own, and a chunk's work grows with its phonemes.  So with k
+    requests waiting, a first chunk is cut to 1/k of ``chunk_phonemes`` (it delays the
+    k - 1 behind it), and to ``first_chunk_phonemes`` once its own request has waited
+    ``first_chunk_wait`` seconds; never below ``first_chunk_phonemes``, since a chunk also
+    costs a fixed part (its lead-in and final silence).  Chunks after the first, and a
+    first chunk that nobody waits behind and that has not waited, take
+    ``chunk_phonemes``.  Cuts prefer clause punctuation
+    (kokoro_ext.text.chunking.pack_evenly).
+    """
+    least = min(options.first_chunk_phonemes, options.chunk_phonemes)
+    if index > 0:
+        return options.chunk_phonemes
+    if waited >= options.first_chunk_wait:
+        return least
+    return max(least, options.chunk_phonemes // max(1, starting))
 
 
 class HTTPError(Exception):
@@ -278,6 +310,10 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     The Synthesizer is loaded (every stage) and warmed up at startup, before the server
     accepts requests; ``app.state`` holds ``synthesizer``, ``scheduler`` and ``voices``.
     """
+    if options.chunk_phonemes < 1 or options.first_chunk_phonemes < 1:
+        raise ValueError("chunk_phonemes and first_chunk_phonemes must be at least 1")
+    if not options.first_chunk_wait >= 0:
+        raise ValueError("first_chunk_wait must be a number of seconds >= 0")
     voices = Voices(Path(options.voices) if options.voices else default_voices_dir())
     api_key = options.api_key or os.environ.get(API_KEY_ENV) or None
 
@@ -301,7 +337,13 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
                 raise HTTPError(408, f"the body did not arrive within {options.send_timeout} s") from None
             spec = parse_speech(body, voices, options)
             try:
-                chunks = state.synthesizer.stream(spec.input, voices.pack(spec.voice), spec.speed)
+                arrived = time.monotonic()
+                chunks = state.synthesizer.stream(
+                    spec.input, voices.pack(spec.voice), spec.speed,
+                    chunk_limit=lambda index: chunk_phonemes(
+                        index, state.scheduler.starting(), time.monotonic() - arrived, options
+                    ),
+                )
             except ValueError as error:  # e.g. a speed the Synthesizer does not take
                 raise HTTPError(400, str(error), "speed" if "speed" in str(error) else None) from None
             try:

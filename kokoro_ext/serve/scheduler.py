@@ -10,6 +10,11 @@ server gives it one thread and decides which request's chunk comes next:
 3. a request whose client has not taken its last ``max_buffered`` chunks is skipped
    (a slow reader holds no more than that in memory) until it takes one.
 
+How much work one turn is, is up to the generators: the server's (kokoro_ext.serve.app)
+bound each chunk's phonemes, and make a first chunk smaller the more requests are
+``starting`` (waiting for their first audio: each waits for the first chunks ahead of it)
+and the longer its own request has waited.
+
 Admission is bounded: at most ``max_active`` requests take turns, ``max_queue`` more wait
 (first come, first served) and beyond that ``submit`` raises ``QueueFull``.  A cancelled
 request's generator is closed by the worker before its next chunk: its work stops.
@@ -69,6 +74,7 @@ class Stats:
     completed: int
     cancelled: int
     failed: int
+    buffered: int  # chunks synthesized for active requests that their clients have not taken
 
 
 class Scheduler:
@@ -138,6 +144,14 @@ class Scheduler:
                 completed=self._completed,
                 cancelled=self._cancelled,
                 failed=self._failed,
+                buffered=sum(job.produced - job.taken for job in self._active),
+            )
+
+    def starting(self) -> int:
+        """Requests that have no audio yet: active ones without a chunk, and waiting ones."""
+        with self._cond:
+            return len(self._waiting) + sum(
+                1 for job in self._active if job.produced == 0 and not job.cancelled
             )
 
     def close(self, timeout: float = 10.0) -> None:

@@ -12,7 +12,8 @@ known, the largest frame bucket), so a document is synthesized in chunks:
 3. ``pack`` fills chunks of at most ``limit`` phonemes with whole words, preferring to
    break after clause punctuation, then at a space; only a single word longer than a
    chunk is cut, at a phoneme boundary (a stress mark stays with its vowel, a length
-   mark with its sound).
+   mark with its sound).  ``pack_evenly`` makes as many chunks, as even as they can be
+   (what the Synthesizer uses: no sentence ends in a chunk of a word or two).
 4. ``split_in_two`` halves a chunk whose audio turned out longer than the largest frame
    bucket, at the word boundary nearest its middle.
 
@@ -230,6 +231,31 @@ def pack(words: Sequence[Word], limit: int, end: Break | float = "sentence") -> 
     if current:
         pieces.append(Piece(tuple(current), end))
     return pieces
+
+
+def pack_evenly(words: Sequence[Word], limit: int, end: Break | float = "sentence") -> list[Piece]:
+    """``pack`` into as many chunks as ``pack(words, limit)`` makes, as even as they can be.
+
+    Greedy packing fills each chunk to ``limit`` and leaves the rest to the last one: a
+    sentence a little over the limit would end in a chunk of a word or two, which costs a
+    whole chunk's fixed work (its lead-in and final silence) and sounds cut off.  This
+    packs with the smallest limit that still gives that many chunks (found by bisection;
+    the cuts prefer clause punctuation as ``pack``'s do).  Where ``pack`` has to cut a word
+    between phonemes, its chunks are kept as they are.
+    """
+    pieces = pack(words, limit, end)
+    if len(pieces) < 2 or any(p.end == "phoneme" for p in pieces):
+        return pieces
+    low, high = max(1, size(words) // len(pieces)), limit  # pack(words, high) has len(pieces)
+    best = pieces
+    while low < high:
+        middle = (low + high) // 2
+        candidate = pack(words, middle, end)
+        if len(candidate) <= len(pieces) and all(p.end != "phoneme" for p in candidate):
+            best, high = candidate, middle
+        else:
+            low = middle + 1
+    return best
 
 
 def _clause_cut(words: Sequence[Word], limit: int) -> int:
