@@ -465,6 +465,46 @@ def test_short_request_is_not_starved_by_a_long_one():
     assert last_short < 10, order[:12]
 
 
+@pytest.mark.parametrize("aging, first_chunks", [(60.0, ["short", "mid", "long"]),
+                                                  (0.0, ["long", "short", "mid"])])
+def test_first_chunks_go_shortest_text_first_until_one_has_waited_the_aging(aging, first_chunks):
+    order: list[str] = []
+    gate = threading.Event()
+
+    def chunks(name: str, n: int):
+        for i in range(n):
+            if name == "gate":
+                gate.wait(10)
+            order.append(name)
+            yield i
+
+    async def read_all(job, scheduler) -> list:
+        items = []
+        while (item := await job.get(scheduler)) is not END:
+            items.append(item)
+        return items
+
+    async def main():
+        scheduler = Scheduler(max_active=4, max_queue=0, first_audio_aging=aging)
+        try:
+            # the worker takes the gate's first chunk and waits there while three arrive;
+            # were it slower, the gate would still go first (the smallest, the oldest)
+            jobs = [scheduler.submit(chunks("gate", 1), size=1)]
+            await asyncio.sleep(0.05)
+            jobs += [scheduler.submit(chunks("long", 2), size=900),
+                     scheduler.submit(chunks("short", 2), size=12),
+                     scheduler.submit(chunks("mid", 2), size=80)]
+            gate.set()
+            for job in jobs:
+                await read_all(job, scheduler)
+        finally:
+            scheduler.close()
+
+    asyncio.run(main())
+    assert order[0] == "gate"
+    assert order[1:4] == first_chunks, order
+
+
 def test_a_first_chunk_is_cut_shorter_the_more_requests_wait_and_the_longer_it_waited():
     o = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=16, first_chunk_wait=0.75)
     assert [chunk_phonemes(0, k, 0.0, o) for k in (1, 2, 3, 4, 6, 8, 30)] == [100, 50, 33, 25, 16, 16, 16]

@@ -347,7 +347,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             except ValueError as error:  # e.g. a speed the Synthesizer does not take
                 raise HTTPError(400, str(error), "speed" if "speed" in str(error) else None) from None
             try:
-                job = state.scheduler.submit(chunks)
+                job = state.scheduler.submit(chunks, size=len(spec.input))
             except QueueFull as error:
                 retry = state.scheduler.retry_after()
                 raise HTTPError(503, f"server busy: {error}; retry in {retry} s",

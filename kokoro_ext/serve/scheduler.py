@@ -3,8 +3,12 @@
 The Synthesizer runs one chunk at a time (each stage already uses every core), so the
 server gives it one thread and decides which request's chunk comes next:
 
-1. a request that has not produced audio yet goes first, oldest first: time to first
-   audio is what a listener waits on, and a short text is often one chunk;
+1. a request that has not produced audio yet goes first: time to first audio is what a
+   listener waits on, and a short text is often one chunk.  Among those, the shortest
+   text first (its whole reply is near, and a burst of arrivals then keeps short replies
+   from waiting behind long ones' first chunks), except that one that has waited
+   ``first_audio_aging`` seconds goes first, oldest first, so a long text's first audio
+   is late by at most that much;
 2. otherwise round-robin over the active requests, one chunk each, so that a long text
    cannot starve the others;
 3. a request whose client has not taken its last ``max_buffered`` chunks is skipped
@@ -53,6 +57,7 @@ class Job:
     cancelled: bool = False
     done: bool = False
     submitted: float = field(default_factory=time.monotonic)
+    size: int = 0  # how long the request's text is (characters): shorter starts sooner
 
     async def get(self, scheduler: Scheduler) -> Any:
         """The next chunk, END, or raise the exception the generator raised."""
@@ -80,10 +85,19 @@ class Stats:
 class Scheduler:
     """Runs submitted chunk generators in one worker thread (see the module docstring)."""
 
-    def __init__(self, max_active: int = 8, max_queue: int = 32, max_buffered: int = 2):
-        if max_active < 1 or max_queue < 0 or max_buffered < 1:
-            raise ValueError("max_active and max_buffered must be >= 1, max_queue >= 0")
+    def __init__(
+        self,
+        max_active: int = 8,
+        max_queue: int = 32,
+        max_buffered: int = 2,
+        first_audio_aging: float = 2.0,
+    ):
+        if max_active < 1 or max_queue < 0 or max_buffered < 1 or not first_audio_aging >= 0:
+            raise ValueError(
+                "max_active and max_buffered must be >= 1, max_queue and first_audio_aging >= 0"
+            )
         self.max_active = max_active
+        self.first_audio_aging = first_audio_aging
         self.max_queue = max_queue
         self.max_buffered = max_buffered
         self._active: list[Job] = []
@@ -97,9 +111,11 @@ class Scheduler:
         self._thread = threading.Thread(target=self._work, name="kokoro-scheduler", daemon=True)
         self._thread.start()
 
-    def submit(self, chunks: Iterator[Any]) -> Job:
-        """Admit a generator (called on the event loop); QueueFull if there is no room."""
-        job = Job(chunks, asyncio.get_running_loop())
+    def submit(self, chunks: Iterator[Any], size: int = 0) -> Job:
+        """Admit a generator (called on the event loop); QueueFull if there is no room.
+
+        ``size``: the length of the request's text, for the order of first chunks."""
+        job = Job(chunks, asyncio.get_running_loop(), size=size)
         with self._cond:
             if self._stopping:
                 raise QueueFull("the server is shutting down")
@@ -177,9 +193,13 @@ class Scheduler:
         for job in self._active:  # cancelled ones are retired first, whatever their turn
             if job.cancelled:
                 return job
-        for job in self._active:
-            if job.produced == 0:
-                return job
+        starting = [job for job in self._active if job.produced == 0]
+        if starting:
+            now = time.monotonic()
+            aged = [job for job in starting if now - job.submitted >= self.first_audio_aging]
+            if aged:
+                return min(aged, key=lambda job: job.submitted)
+            return min(starting, key=lambda job: (job.size, job.submitted))
         n = len(self._active)
         for step in range(n):
             job = self._active[(self._next + step) % n]
