@@ -122,8 +122,8 @@ def chunk_phonemes(index: int, starting: int, waited: float, options: ServerOpti
     """The most phonemes chunk ``index`` of a request may hold, when ``starting`` requests
     (this one included) wait for their first audio and this one has waited ``waited`` s.
 
-    A request's first audio waits for the first chunks ahead of it (they go first, oldest
-    first) and for its own, and a chunk's work grows with its phonemes.  So with k
+    A request's first audio waits for the first chunks ahead of it (first chunks go first,
+    shortest text first: kokoro_ext.serve.scheduler) and for its own, and a chunk's work grows with its phonemes.  So with k
     requests waiting, a first chunk is cut to 1/k of ``chunk_phonemes`` (it delays the
     k - 1 behind it), and to ``first_chunk_phonemes`` once its own request has waited
     ``first_chunk_wait`` seconds; never below ``first_chunk_phonemes``, since a chunk also
