@@ -27,14 +27,13 @@ import tvm_ffi
 
 from kokoro_ext.run import native
 from kokoro_ext.run.threads import configure_thread_pool
+from kokoro_ext.run.weights import ALIGN
 
 #: The function LiftTransformParams makes from a stage's ``main`` (kokoro_ext.build.schedule):
 #: the checkpoint's parameters -> the weights ``main`` takes (transposed, weight-normed,
 #: Winograd).  The build runs it (kokoro_ext.build.compiler.transform_weights) and stores
 #: its outputs; the runtime never does.
 TRANSFORM_PARAMS = "main_transform_params"
-#: TVM's allocation alignment (kAllocAlignment): what compiled code may assume of a tensor.
-ALIGN = 64
 #: The Relax VM's arguments to ``vm_initialization``: kDLCPU, device 0, the naive allocator
 #: (tvm.runtime.vm.VirtualMachine's NAIVE_ALLOCATOR).  "Naive": buffers go back to the
 #: system after each call.  The default pooled allocator keeps every freed buffer for
