@@ -428,6 +428,14 @@ def test_a_reader_stalled_past_the_send_timeout_has_its_work_cancelled(synth, vo
 # --- the scheduler and the encoders, without a server -----------------------------------
 
 
+async def _read_all(job, scheduler) -> list:
+    """Every chunk of a scheduler job, as the app's reader takes them."""
+    items = []
+    while (item := await job.get(scheduler)) is not END:
+        items.append(item)
+    return items
+
+
 def test_short_request_is_not_starved_by_a_long_one():
     order: list[str] = []
 
@@ -437,21 +445,15 @@ def test_short_request_is_not_starved_by_a_long_one():
             order.append(name)
             yield i
 
-    async def read_all(job, scheduler) -> list:
-        items = []
-        while (item := await job.get(scheduler)) is not END:
-            items.append(item)
-        return items
-
     async def main():
         scheduler = Scheduler(max_active=4, max_queue=0)
         try:
             long = scheduler.submit(chunks("long", 50))
-            reader = asyncio.create_task(read_all(long, scheduler))  # a reader that keeps up
+            reader = asyncio.create_task(_read_all(long, scheduler))  # a reader that keeps up
             while "long" not in order:
                 await asyncio.sleep(0.001)
             short = scheduler.submit(chunks("short", 3))
-            assert await read_all(short, scheduler) == [0, 1, 2]
+            assert await _read_all(short, scheduler) == [0, 1, 2]
             with pytest.raises(QueueFull):  # long and three more fill max_active
                 for _ in range(4):
                     scheduler.submit(chunks("more", 50))
@@ -478,12 +480,6 @@ def test_first_chunks_go_shortest_text_first_until_one_has_waited_the_aging(agin
             order.append(name)
             yield i
 
-    async def read_all(job, scheduler) -> list:
-        items = []
-        while (item := await job.get(scheduler)) is not END:
-            items.append(item)
-        return items
-
     async def main():
         scheduler = Scheduler(max_active=4, max_queue=0, first_audio_aging=aging)
         try:
@@ -496,7 +492,7 @@ def test_first_chunks_go_shortest_text_first_until_one_has_waited_the_aging(agin
                      scheduler.submit(chunks("mid", 2), size=80)]
             gate.set()
             for job in jobs:
-                await read_all(job, scheduler)
+                await _read_all(job, scheduler)
         finally:
             scheduler.close()
 
@@ -528,10 +524,6 @@ def test_a_generator_sees_how_many_requests_wait_for_their_first_audio():
             seen.setdefault(name, []).append(scheduler.starting())  # as a chunk limit asks
             yield i
 
-    async def drain(job, scheduler) -> None:
-        while await job.get(scheduler) is not END:
-            pass
-
     async def main():
         scheduler = Scheduler(max_active=2, max_queue=4)
         try:
@@ -541,7 +533,7 @@ def test_a_generator_sees_how_many_requests_wait_for_their_first_audio():
             others = [scheduler.submit(chunks(name, scheduler, 2)) for name in "bcd"]
             assert scheduler.starting() == 3  # b active, c and d queued; a has audio
             gate.set()
-            await asyncio.gather(drain(a, scheduler), *(drain(j, scheduler) for j in others))
+            await asyncio.gather(_read_all(a, scheduler), *(_read_all(j, scheduler) for j in others))
             assert scheduler.starting() == 0
         finally:
             scheduler.close()
