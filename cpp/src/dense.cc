@@ -116,26 +116,10 @@ void Conv1dIm2col(const float* px, const float* pw, const float* pb, float* po, 
   });
 }
 
-/*!
- * \brief The checks both convolution kernels start with: three options, float32 CPU
- *  tensors of the right ranks.  Shapes are checked by the caller, which knows the layout.
- */
-void CheckConvArgs(const char* kernel, const char* options_meaning, const tvm::ffi::Shape& options,
-                   const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& w,
-                   const tvm::ffi::TensorView& bias, const tvm::ffi::TensorView& out) {
-  if (options.size() != 3) {
-    TVM_FFI_THROW(ValueError) << kernel << ": options must be " << options_meaning;
-  }
-  CheckFloat32Cpu(kernel, "x", x, 3);
-  CheckFloat32Cpu(kernel, "w", w, 3);
-  CheckFloat32Cpu(kernel, "bias", bias, 1);
-  CheckFloat32Cpu(kernel, "out", out, 3);
-}
-
 void Conv1d(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
             tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.conv1d";
-  CheckConvArgs(kName, "(stride, padding, dilation)", options, x, w, bias, out);
+  CheckConvArgs(kName, "(stride, padding, dilation)", 3, options, x, "w", w, 3, bias, out);
   const int64_t stride = options[0], pad = options[1], dilation = options[2];
   const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
   const int64_t C_out = w.shape()[0], K = w.shape()[2];
@@ -158,13 +142,7 @@ void Conv1dTapsPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
                       tvm::ffi::TensorView taps, tvm::ffi::TensorView bias,
                       tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.conv1d_taps";
-  if (options.size() != 2) {
-    TVM_FFI_THROW(ValueError) << kName << ": options must be (padding, dilation)";
-  }
-  CheckFloat32Cpu(kName, "x", x, 3);
-  CheckFloat32Cpu(kName, "taps", taps, 3);
-  CheckFloat32Cpu(kName, "bias", bias, 1);
-  CheckFloat32Cpu(kName, "out", out, 3);
+  CheckConvArgs(kName, "(padding, dilation)", 2, options, x, "taps", taps, 3, bias, out);
   const int64_t pad = options[0], dilation = options[1];
   if (dilation < 1 || pad < 0) {
     TVM_FFI_THROW(ValueError) << kName << ": options (padding, dilation) = (" << pad << ", "
@@ -183,7 +161,7 @@ void Conv1dTapsPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
 void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
                      tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.conv1d_transpose";
-  CheckConvArgs(kName, "(stride, padding, output_padding)", options, x, w, bias, out);
+  CheckConvArgs(kName, "(stride, padding, output_padding)", 3, options, x, "w", w, 3, bias, out);
   const int64_t stride = options[0], pad = options[1], output_pad = options[2];
   const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
   const int64_t C_out = w.shape()[1], K = w.shape()[2];

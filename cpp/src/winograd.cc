@@ -327,13 +327,7 @@ void Conv1dWinogradPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
                           tvm::ffi::TensorView gw, tvm::ffi::TensorView bias,
                           tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.conv1d_winograd";
-  if (options.size() != 3) {
-    TVM_FFI_THROW(ValueError) << kName << ": options must be (padding, dilation, K)";
-  }
-  CheckFloat32Cpu(kName, "x", x, 3);
-  CheckFloat32Cpu(kName, "gw", gw, 4);
-  CheckFloat32Cpu(kName, "bias", bias, 1);
-  CheckFloat32Cpu(kName, "out", out, 3);
+  CheckConvArgs(kName, "(padding, dilation, K)", 3, options, x, "gw", gw, 4, bias, out);
   const int64_t pad = options[0], dilation = options[1], K = options[2];
   if (K < 1 || dilation < 1 || pad < 0) {
     TVM_FFI_THROW(ValueError) << kName << ": options (padding, dilation, K) = (" << pad << ", "

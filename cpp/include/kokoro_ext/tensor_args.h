@@ -9,9 +9,11 @@
 #ifndef KOKORO_EXT_TENSOR_ARGS_H_
 #define KOKORO_EXT_TENSOR_ARGS_H_
 
+#include <tvm/ffi/container/shape.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <sstream>
@@ -62,6 +64,26 @@ inline void CheckShape(const char* kernel, const char* name, const tvm::ffi::Ten
     TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must have shape " << want.str()
                               << ", got " << ShapeString(t.shape());
   }
+}
+
+/*!
+ * \brief The checks every convolution kernel starts with: ``options`` has the length of
+ *  ``options_meaning``'s tuple, and x, the filter (``filter_ndim`` dimensions), bias and
+ *  out are float32 CPU tensors of the right ranks.  Shapes are checked by the caller,
+ *  which knows the layout.
+ */
+inline void CheckConvArgs(const char* kernel, const char* options_meaning, size_t option_count,
+                          const tvm::ffi::Shape& options, const tvm::ffi::TensorView& x,
+                          const char* filter_name, const tvm::ffi::TensorView& filter,
+                          int filter_ndim, const tvm::ffi::TensorView& bias,
+                          const tvm::ffi::TensorView& out) {
+  if (options.size() != option_count) {
+    TVM_FFI_THROW(ValueError) << kernel << ": options must be " << options_meaning;
+  }
+  CheckFloat32Cpu(kernel, "x", x, 3);
+  CheckFloat32Cpu(kernel, filter_name, filter, filter_ndim);
+  CheckFloat32Cpu(kernel, "bias", bias, 1);
+  CheckFloat32Cpu(kernel, "out", out, 3);
 }
 
 /*! \brief Typed pointer to the first element, honouring the DLPack byte offset. */
