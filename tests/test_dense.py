@@ -75,7 +75,7 @@ def test_conv1d_winograd(cin, cout, k, padding, dilation, frames):
 
 def test_winograd_error_is_near_direct_convolution():
     # Winograd reassociates the products: its float32 error must stay within a small
-    # multiple of the direct convolution's (measured about 5x on kokoro's shapes).
+    # multiple of the direct convolution's (measured 3.2x here: sums of 64 channels in registers).
     torch.manual_seed(0)
     conv = nn.Conv1d(128, 128, 11, padding=25, dilation=5).eval()
     x = torch.randn(1, 128, 2000)
@@ -153,8 +153,8 @@ def test_kernel_names_a_wrong_argument():
 def test_winograd_kernel_names_a_wrong_filter():
     conv = tvm_ffi.get_global_func("kokoro_ext.conv1d_winograd")
     x = np.zeros((1, 64, 300), np.float32)
-    gw = np.zeros((1, 6, 64, 32), np.float32)  # [chunks, n, C_out, C_in] for C_in 32; x has 64
+    gw = np.zeros((6, 8, 32, 8), np.float32)  # [n, C_out / 8, chunks C_in, 8] for C_in 32; x has 64
     out = np.zeros((1, 64, 300), np.float32)
-    with pytest.raises(ValueError, match=r"conv1d_winograd: gw must have shape \[1, 6, 64, 64\]"):
+    with pytest.raises(ValueError, match=r"conv1d_winograd: gw must have shape \[6, 8, 64, 8\]"):
         conv(tvm_ffi.Shape([1, 1, 3]), *[tvm_ffi.from_dlpack(a) for a in
                                          (x, gw, np.zeros(64, np.float32), out)])

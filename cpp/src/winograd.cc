@@ -1,6 +1,6 @@
 /*!
  * \file winograd.cc
- * \brief Stride-1 conv1d by Winograd minimal filtering, F(m, r), over OpenBLAS GEMMs.
+ * \brief Stride-1 conv1d by Winograd minimal filtering, F(m, r), with its own products.
  *
  * Kokoro's iSTFTNet generator spends nearly all its FLOPs in stride-1 convolutions with
  * 3, 7 and 11 taps (dilations 1, 3, 5) over long sequences.  With n = m + r - 1
@@ -16,11 +16,18 @@
  * into r-tap chunks; with m dividing r, chunk j of tile q reads the transformed input of
  * tile q + j r / m, so all chunks accumulate into the same GEMM output.
  *
+ * The GEMMs are this file's own register-blocked kernel rather than BLAS calls: one call
+ * per product and chunk made OpenBLAS pack both operands every time (the filter is the
+ * same at every call) and write each partial sum back to memory.  Here the filter is
+ * packed once, when it is transformed, in blocks of kPack output channels with the
+ * kPack values of one input channel side by side, and a product sums all its chunks in
+ * registers.
+ *
  *   kokoro_ext.winograd_pays(C_in, C_out, K, dilation, T_out) -> bool
  *     whether compilation should use the two functions below for this convolution
- *   kokoro_ext.winograd_filter_shape(C_out, C_in, K) -> Shape [chunks, n, C_out, C_in]
- *   kokoro_ext.winograd_filter(w, gw)      gw = G w, chunked
- *     w [C_out, C_in, K]   gw [chunks, n, C_out, C_in]
+ *   kokoro_ext.winograd_filter_shape(C_out, C_in, K) -> Shape [n, ceil(C_out / 8), chunks C_in, 8]
+ *   kokoro_ext.winograd_filter(w, gw)      gw = G w, chunked and packed for the products
+ *     w [C_out, C_in, K]   gw as above, zero rows past C_out
  *   kokoro_ext.conv1d_winograd(options, x, gw, bias, out)   PyTorch conv1d, stride 1
  *     options  Shape (padding, dilation, K)
  *     x [B, C_in, T_in]   gw as above   bias [C_out]   out [B, C_out, T_out]
@@ -33,13 +40,13 @@
 #include <kokoro_ext/simd.h>
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>
-#include <cblas.h>
 #include <tvm/ffi/container/shape.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace kokoro_ext {
@@ -185,10 +192,18 @@ void OutputTransform(const float* AT, const float* M, int64_t m_stride, float bi
 constexpr int64_t kMaxTileColumns = 256;
 constexpr int64_t kMinTileColumns = 64;
 
-/*! \brief gw[chunk][i][o][c] = sum_j G[i][j] w[o][c][chunk r + j], zero past K. */
+/*! \brief Output channels per packed filter block (a multiple of every kernel's row count). */
+constexpr int64_t kPack = 8;
+
+/*!
+ * \brief gw[i][o / kPack][chunk C_in + c][o % kPack] = sum_j G[i][j] w[o][c][chunk r + j],
+ *  zero past K and past C_out.
+ */
 void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int64_t C_out,
                      int64_t C_in, int64_t K) {
   const int64_t r = f.r, n = f.n, chunks = f.Chunks(K);
+  const int64_t blocks = (C_out + kPack - 1) / kPack, depth = chunks * C_in;
+  std::fill(gw, gw + n * blocks * depth * kPack, 0.f);
   for (int64_t o = 0; o < C_out; ++o) {
     for (int64_t c = 0; c < C_in; ++c) {
       const float* wk = w + (o * C_in + c) * K;
@@ -198,11 +213,105 @@ void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int6
           for (int64_t j = 0; j < r && chunk * r + j < K; ++j) {
             acc += f.G[i * r + j] * wk[chunk * r + j];
           }
-          gw[((chunk * n + i) * C_out + o) * C_in + c] = acc;
+          gw[((i * blocks + o / kPack) * depth + chunk * C_in + c) * kPack + o % kPack] = acc;
         }
       }
     }
   }
+}
+
+// Register blocking over the host's own vector registers (f32x16 is two registers on
+// AVX2, and GCC spills a block of those): on AVX-512, 8 rows x 48 columns hold 24 of its
+// 32 registers; on AVX2, 4 rows x 24 columns hold 12 of its 16.
+#ifdef __AVX512F__
+constexpr int kVectorLanes = 16, kKernelRows = 8, kKernelVectors = 3;
+#else
+constexpr int kVectorLanes = 8, kKernelRows = 4, kKernelVectors = 3;
+#endif
+typedef float RegisterVector __attribute__((vector_size(kVectorLanes * sizeof(float))));
+
+/*! \brief x in every lane (V{} + x would add 0 to x, which the compiler must keep). */
+inline RegisterVector Splat(float x) {
+#ifdef __AVX512F__
+  return RegisterVector{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+#else
+  return RegisterVector{x, x, x, x, x, x, x, x};
+#endif
+}
+
+/*!
+ * \brief m[r][q] (+)= sum_{c < count} w[c][r] u[c][q] for r < kRows,
+ *  q < kVectors * kVectorLanes, the sums kept in registers.  w is part of one packed
+ *  block (row stride kPack); with accumulate, the sums are added to m.
+ */
+template <int kRows, int kVectors>
+void ProductKernel(const float* w, int64_t count, const float* u, int64_t u_stride, float* m,
+                   int64_t m_stride, bool accumulate) {
+  using V = RegisterVector;
+  auto load = [](const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  V acc[kRows][kVectors];
+  for (int r = 0; r < kRows; ++r) {
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = V{};
+  }
+  for (int64_t c = 0; c < count; ++c, u += u_stride, w += kPack) {
+    V uv[kVectors];
+    for (int v = 0; v < kVectors; ++v) uv[v] = load(u + v * kVectorLanes);
+    for (int r = 0; r < kRows; ++r) {
+      const V wr = Splat(w[r]);
+      for (int v = 0; v < kVectors; ++v) acc[r][v] += wr * uv[v];
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int v = 0; v < kVectors; ++v) {
+      float* p = m + r * m_stride + v * kVectorLanes;
+      const V sum = accumulate ? load(p) + acc[r][v] : acc[r][v];
+      std::memcpy(p, &sum, sizeof(sum));
+    }
+  }
+}
+
+// Input channels summed in registers before a partial sum goes to memory: a float sum's
+// rounding error grows with its length, and sums of 64 keep the products as accurate as
+// OpenBLAS's were (about 5x the direct convolution's error at 11 taps and 128 channels,
+// against 12x for one sum over all chunks and channels).
+constexpr int64_t kSumLength = 64;
+
+/*!
+ * \brief M[o][q] = sum_chunk gw-block[o] . U[.][chunk shift + q] for o_blocks packed
+ *  blocks from gw, q < cols16 (a multiple of 16): the products of one interpolation point.
+ */
+void PointProduct(const float* gw, int64_t depth, int64_t o_blocks, int64_t chunks,
+                  int64_t C_in, const float* U, int64_t u_stride, int64_t shift, int64_t cols16,
+                  float* M, int64_t m_stride) {
+  // Column panels outside, filter blocks inside: a panel of U (C_in rows of kWide
+  // columns, plus the chunk shifts) stays in L1 while the filter blocks stream past it.
+  constexpr int64_t kWide = kKernelVectors * kVectorLanes;
+  auto panel = [&](int64_t q, auto kernel) {
+    for (int64_t ob = 0; ob < o_blocks; ++ob) {
+      for (int64_t half = 0; half < kPack; half += kKernelRows) {
+        float* m = M + (ob * kPack + half) * m_stride + q;
+        for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+          for (int64_t c0 = 0; c0 < C_in; c0 += kSumLength) {
+            const float* w = gw + (ob * depth + chunk * C_in + c0) * kPack + half;
+            kernel(w, std::min(kSumLength, C_in - c0), U + c0 * u_stride + chunk * shift + q,
+                   u_stride, m, m_stride, chunk > 0 || c0 > 0);
+          }
+        }
+      }
+    }
+  };
+  // The last columns in panels of two vectors, then one: one vector's kKernelRows sums
+  // are too few to keep both FMA pipes busy.
+  int64_t q = 0;
+  for (; q + kWide <= cols16; q += kWide) panel(q, ProductKernel<kKernelRows, kKernelVectors>);
+  for (; q + 2 * kVectorLanes <= cols16; q += 2 * kVectorLanes) {
+    panel(q, ProductKernel<kKernelRows, 2>);
+  }
+  for (; q < cols16; q += kVectorLanes) panel(q, ProductKernel<kKernelRows, 1>);
 }
 
 void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
@@ -213,7 +322,10 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
   const int64_t shift = chunks > 1 ? r / m : 0;             // tiles between chunks
   const int64_t tiles = ((T_out + d - 1) / d + m - 1) / m;  // output tiles per phase
   const int64_t D = d * m;
-  const int64_t V = tiles + (chunks - 1) * shift + (n - 1) / m + 1;  // polyphase columns read
+  const int64_t lanes = simd::kLanes;
+  // Polyphase columns read: the products run on whole vectors of tiles, so up to
+  // lanes - 1 tiles past the last one (computed and dropped).
+  const int64_t V = tiles + lanes - 1 + (chunks - 1) * shift + (n - 1) / m + 1;
 
   // X[b][c][p][v] = x[b][c][p + D v - pad], zero outside x.
   float* X = Workspace<0>(B * C_in * D * V);
@@ -230,63 +342,92 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
     }
   });
 
-  // Items: (batch, phase, column tile, output-channel block).
-  // Up to kMaxTileColumns tiles per item, fewer (down to kMinTileColumns) to give every
-  // core a few items.
-  const int64_t per_phase = (4 * MaxThreads() + B * d - 1) / (B * d);  // items wanted
+  // Segments: (batch, phase, column tile), up to kMaxTileColumns tiles each, fewer (down
+  // to kMinTileColumns) to give every core a few.  Items: a group of segments side by
+  // side in the product columns, so that each filter block read serves them all (short
+  // inputs through wide layers have a few tiles per phase, and re-reading a 256-channel
+  // filter per phase cost as much as the products), times an output-channel block.
+  const int64_t per_phase = (4 * MaxThreads() + B * d - 1) / (B * d);  // segments wanted
   const int64_t width = std::min(
       tiles, std::max(kMinTileColumns, std::min(kMaxTileColumns, tiles / per_phase)));
   const int64_t column_tiles = (tiles + width - 1) / width;
-  const int64_t column_items = B * d * column_tiles;
-  const int64_t blocks = OutputBlocks(column_items, C_out);
-  const int64_t block = (C_out + blocks - 1) / blocks;
-  const int64_t width_in = width + (chunks - 1) * shift;
+  const int64_t segments = B * d * column_tiles;
+  const int64_t width16 = (width + lanes - 1) / lanes * lanes;
+  const int64_t width_in = width16 + (chunks - 1) * shift;  // a segment's product columns
+  const int64_t group = std::max<int64_t>(
+      1, std::min((segments + 2 * MaxThreads() - 1) / (2 * MaxThreads()),
+                  kMaxTileColumns / width_in));
+  const int64_t column_items = (segments + group - 1) / group;
+  const int64_t packed = (C_out + kPack - 1) / kPack, depth = chunks * C_in;
+  const int64_t wanted = OutputBlocks(column_items, C_out);
+  const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
+  const int64_t blocks = (C_out + block - 1) / block;
+  const int64_t m_stride = (group * width_in + lanes - 1) / lanes * lanes;
+  const int64_t u_stride = m_stride + (chunks - 1) * shift;
 
   ParallelFor(column_items * blocks, [&](int64_t item) {
-    float* U = Workspace<1>(n * C_in * width_in);
-    float* M = Workspace<2>(n * block * width);
-    float* rows = Workspace<3>(m * width);
+    float* U = Workspace<1>(n * C_in * u_stride);
+    float* M = Workspace<2>(n * block * m_stride);
+    float* rows = Workspace<3>(m * width16);
     const int64_t o0 = (item % blocks) * block, o_count = std::min(block, C_out - o0);
-    const int64_t col = item / blocks;
-    const int64_t b = col / (d * column_tiles), phase = (col / column_tiles) % d;
-    const int64_t q0 = (col % column_tiles) * width;
-    const int64_t cols = std::min(width, tiles - q0), cols_in = cols + (chunks - 1) * shift;
-    // U[i][c][q] = sum_j B^T[i][j] x_phase[c][(q0 + q) m + j]: j % m picks the
-    // polyphase row, j / m the column offset.
-    for (int64_t c = 0; c < C_in; ++c) {
-      const float* xc = X + (b * C_in + c) * D * V;
-      const float* xs[kMaxPoints];
-      for (int64_t j = 0; j < n; ++j) xs[j] = xc + (phase + d * (j % m)) * V + q0 + j / m;
-      float* u = U + c * width_in;
-      if (n == 6) {
-        InputTransform<6>(f.BT.data(), xs, cols_in, u, C_in * width_in);
-      } else {
-        InputTransform<7>(f.BT.data(), xs, cols_in, u, C_in * width_in);
+    const int64_t first = (item / blocks) * group;
+    const int64_t count = std::min(group, segments - first);
+    // U[i][c][s width_in + q] = sum_j B^T[i][j] x_phase[c][(q0 + q) m + j] for segment s
+    // of the group: j % m picks the polyphase row, j / m the column offset.  Columns
+    // past a segment's own are zeroed: their products are dropped, but must not be
+    // computed on whatever the workspace held.
+    for (int64_t s = 0; s < count; ++s) {
+      const int64_t seg = first + s;
+      const int64_t b = seg / (d * column_tiles), phase = (seg / column_tiles) % d;
+      const int64_t q0 = (seg % column_tiles) * width;
+      const int64_t cols = std::min(width, tiles - q0);
+      const int64_t cols_in = (cols + lanes - 1) / lanes * lanes + (chunks - 1) * shift;
+      const int64_t end = s + 1 < count ? width_in : u_stride - s * width_in;
+      for (int64_t c = 0; c < C_in; ++c) {
+        const float* xc = X + (b * C_in + c) * D * V;
+        const float* xs[kMaxPoints];
+        for (int64_t j = 0; j < n; ++j) xs[j] = xc + (phase + d * (j % m)) * V + q0 + j / m;
+        float* u = U + c * u_stride + s * width_in;
+        if (n == 6) {
+          InputTransform<6>(f.BT.data(), xs, cols_in, u, C_in * u_stride);
+        } else {
+          InputTransform<7>(f.BT.data(), xs, cols_in, u, C_in * u_stride);
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          std::fill(u + i * C_in * u_stride + cols_in, u + i * C_in * u_stride + end, 0.f);
+        }
       }
     }
-    // M[i] = sum_chunk gw[chunk][i] U[i] shifted by chunk tiles.
+    // M[i][o][q] = sum_chunk gw[i][o] . U[i][.][chunk shift + q]
+    const int64_t o_blocks = (o_count + kPack - 1) / kPack;
+    const int64_t cols16 = ((count - 1) * width_in + width16 + lanes - 1) / lanes * lanes;
     for (int64_t i = 0; i < n; ++i) {
-      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o_count, cols, C_in, 1.f,
-                          gw + ((chunk * n + i) * C_out + o0) * C_in, C_in,
-                          U + i * C_in * width_in + chunk * shift, width_in,
-                          chunk ? 1.f : 0.f, M + i * block * width, width);
-      }
+      PointProduct(gw + (i * packed + o0 / kPack) * depth * kPack, depth, o_blocks, chunks,
+                   C_in, U + i * C_in * u_stride, u_stride, shift, cols16,
+                   M + i * block * m_stride, m_stride);
     }
-    // out[o][phase + d ((q0 + q) m + k)] = bias + sum_i A^T[k][i] M[i][o][q]
-    for (int64_t o = 0; o < o_count; ++o) {
-      float* yo = out + (b * C_out + o0 + o) * T_out;
-      const float* mo = M + o * width;
-      if (n == 6) {
-        OutputTransform<6, 4>(f.AT.data(), mo, block * width, bias[o0 + o], cols, rows, width);
-      } else {
-        OutputTransform<7, 4>(f.AT.data(), mo, block * width, bias[o0 + o], cols, rows, width);
-      }
-      for (int64_t k = 0; k < m; ++k) {
-        const float* row = rows + k * width;
-        const int64_t t0 = phase + d * (q0 * m + k);
-        const int64_t valid = t0 < T_out ? std::min(cols, (T_out - t0 + D - 1) / D) : 0;
-        for (int64_t q = 0; q < valid; ++q) yo[t0 + D * q] = row[q];
+    // out[o][phase + d ((q0 + q) m + k)] = bias + sum_i A^T[k][i] M[i][o][s width_in + q]
+    for (int64_t s = 0; s < count; ++s) {
+      const int64_t seg = first + s;
+      const int64_t b = seg / (d * column_tiles), phase = (seg / column_tiles) % d;
+      const int64_t q0 = (seg % column_tiles) * width;
+      const int64_t cols = std::min(width, tiles - q0);
+      for (int64_t o = 0; o < o_count; ++o) {
+        float* yo = out + (b * C_out + o0 + o) * T_out;
+        const float* mo = M + o * m_stride + s * width_in;
+        if (n == 6) {
+          OutputTransform<6, 4>(f.AT.data(), mo, block * m_stride, bias[o0 + o], cols, rows,
+                                width16);
+        } else {
+          OutputTransform<7, 4>(f.AT.data(), mo, block * m_stride, bias[o0 + o], cols, rows,
+                                width16);
+        }
+        for (int64_t k = 0; k < m; ++k) {
+          const float* row = rows + k * width16;
+          const int64_t t0 = phase + d * (q0 * m + k);
+          const int64_t valid = t0 < T_out ? std::min(cols, (T_out - t0 + D - 1) / D) : 0;
+          for (int64_t q = 0; q < valid; ++q) yo[t0 + D * q] = row[q];
+        }
       }
     }
   });
@@ -295,7 +436,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
 /*! \brief The shape winograd_filter writes for a [C_out, C_in, K] filter. */
 std::vector<int64_t> FilterShape(int64_t C_out, int64_t C_in, int64_t K) {
   const WinogradTransform& f = TransformFor(K);
-  return {f.Chunks(K), f.n, C_out, C_in};
+  return {f.n, (C_out + kPack - 1) / kPack, f.Chunks(K) * C_in, kPack};
 }
 
 bool WinogradPays(int64_t C_in, int64_t C_out, int64_t K, int64_t dilation, int64_t T_out) {

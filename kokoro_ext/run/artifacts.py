@@ -14,7 +14,9 @@ it records the checkpoint parameters the library's weight transform takes
 transformed arrays in ``<stage>.weights``.
 
 FORMAT 3: the weights files hold the transformed weights (format 2 held the
-checkpoint's arrays and had the runtime transform them at every load).
+checkpoint's arrays and had the runtime transform them at every load).  FORMAT 4: the
+Winograd filters among them are packed for the native kernel's own products
+(``kokoro_ext.winograd_filter_shape``), which format 3's are not.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from kokoro_ext.run import stamps
 MANIFEST = "manifest.json"
 CONFIG = "config.json"
 VOICE = "voice.npy"
-FORMAT = 3
+FORMAT = 4
 
 
 def stage_file(stage: str) -> str:

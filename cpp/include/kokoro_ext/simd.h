@@ -26,7 +26,9 @@ inline f32x16 Load(const float* p) {
 
 inline void Store(float* p, f32x16 v) { std::memcpy(p, &v, sizeof(v)); }
 
-inline f32x16 Broadcast(float x) { return f32x16{} + x; }
+inline f32x16 Broadcast(float x) {
+  return f32x16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+}
 
 /*! \brief exp(x), relative error below 2e-7 for |x| <= 88 (clamped outside). */
 inline f32x16 Exp(f32x16 x) {
