@@ -19,6 +19,7 @@ from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext.run import native
 from kokoro_ext.build.compiler import compile_module
+from kokoro_ext.build.frontend.winograd import pack_taps
 from kokoro_ext.run.runner import StageRunner
 from kokoro_ext.build.frontend import custom_convert_map
 from kokoro_ext.build.schedule import library_dispatch_passes
@@ -132,11 +133,11 @@ def test_taps_kernel_equals_the_filter_kernel_and_names_a_wrong_filter():
     bias = rng.standard_normal(5, dtype=np.float32)
     want, got = np.zeros((2, 5, 26), np.float32), np.zeros((2, 5, 26), np.float32)
     conv1d(tvm_ffi.Shape([1, 0, 2]), *[tvm_ffi.from_dlpack(a) for a in (x, w, bias, want)])
-    taps = np.ascontiguousarray(w.transpose(2, 0, 1))
+    taps = pack_taps(w)  # [1, 3, 4, 8]: 5 output channels padded to one block of 8
     taps_conv(tvm_ffi.Shape([0, 2]), *[tvm_ffi.from_dlpack(a) for a in (x, taps, bias, got)])
-    np.testing.assert_array_equal(got, want)  # the same GEMMs in the same order
-    with pytest.raises(ValueError, match=r"conv1d_taps: taps must have shape \[3, 5, 4\]"):
-        wrong = np.zeros((3, 5, 3), np.float32)  # C_in 3, x has 4
+    np.testing.assert_array_equal(got, want)  # the same products in the same order
+    with pytest.raises(ValueError, match=r"conv1d_taps: taps must have shape \[1, 3, 4, 8\]"):
+        wrong = np.zeros((1, 3, 3, 8), np.float32)  # C_in 3, x has 4
         taps_conv(tvm_ffi.Shape([0, 2]), *[tvm_ffi.from_dlpack(a) for a in (x, wrong, bias, got)])
 
 

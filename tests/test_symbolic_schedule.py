@@ -281,9 +281,9 @@ def test_if_pays_kernel_names_a_wrong_filter(kernels):
 
     conv = tvm_ffi.get_global_func("kokoro_ext.conv1d_winograd_if_pays")
     x = np.zeros((1, 64, 300), np.float32)
-    taps = np.zeros((3, 64, 32), np.float32)  # [K, C_out, C_in]: C_in 32; x has 64
-    gw = np.zeros((1, 6, 64, 64), np.float32)
+    taps = np.zeros((8, 3, 32, 8), np.float32)  # [C_out / 8, K, C_in, 8]: C_in 32; x has 64
+    gw = np.zeros((6, 8, 64, 8), np.float32)
     out = np.zeros((1, 64, 300), np.float32)
-    with pytest.raises(ValueError, match=r"conv1d_winograd_if_pays: taps must have shape \[3, 64, 64\]"):
+    with pytest.raises(ValueError, match=r"conv1d_winograd_if_pays: taps must have shape \[8, 3, 64, 8\]"):
         conv(tvm_ffi.Shape([1, 1, 3]), *[tvm_ffi.from_dlpack(a) for a in
                                          (x, taps, gw, np.zeros(64, np.float32), out)])

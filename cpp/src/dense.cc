@@ -1,6 +1,7 @@
 /*!
  * \file dense.cc
- * \brief kokoro_ext.conv1d, conv1d_transpose, addmm and bmm: GEMM-shaped ops on OpenBLAS.
+ * \brief kokoro_ext.conv1d, conv1d_transpose, addmm and bmm: GEMM-shaped ops on OpenBLAS,
+ *  stride-1 convolutions on products.h.
  *
  * TVM 0.27's default llvm pipeline leaves these loops unscheduled (scalar, one thread);
  * they are most of Kokoro's FLOPs.  Each splits its output into tiles that run in
@@ -11,7 +12,8 @@
  *     options  Shape (stride, padding, dilation)
  *     x [B, C_in, T_in]   w [C_out, C_in, K]   bias [C_out]   out [B, C_out, T_out]
  *   kokoro_ext.conv1d_taps(options, x, taps, bias, out)      the same, stride 1, on the
- *     filter reordered as taps [K, C_out, C_in] (done once where the filter is a weight)
+ *     filter packed as taps [ceil(C_out / 8), K, C_in, 8] for products.h (done once, at
+ *     build time, where the filter is a weight), zero rows past C_out
  *     options  Shape (padding, dilation)
  *   kokoro_ext.conv1d_transpose(options, x, w, bias, out)   conv_transpose1d, groups = 1
  *     options  Shape (stride, padding, output_padding)
@@ -24,6 +26,7 @@
  * Long stride-1 convolutions with constant weights take Winograd F(m, r) instead
  * (winograd.cc), chosen at compile time.
  */
+#include <kokoro_ext/products.h>
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>
 #include <cblas.h>
@@ -41,50 +44,67 @@ constexpr int64_t kColumnTile = 256;
 constexpr int64_t kMinParallelFlops = int64_t{1} << 22;
 
 /*!
- * \brief Stride-1 convolution as K accumulated GEMMs, out += W_k x_shifted(k), over a
- *  zero-padded copy of each input: no im2col copy K times the input's size.  The filter
- *  comes as taps [K][C_out][C_in], so that each tap is a contiguous GEMM operand.
+ * \brief Stride-1 convolution over a zero-padded copy of each input (no im2col copy K
+ *  times the input's size), its taps the chunks of products.h's PackedProduct: the taps
+ *  come packed as [ceil(C_out / kPack)][K][C_in][kPack], and the K taps' sums add up in
+ *  registers instead of in K GEMM outputs.
  */
 void Conv1dTaps(const float* px, const float* taps, const float* pb, float* po, int64_t B,
                 int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
                 int64_t dilation, int64_t T_out) {
-  const int64_t T_pad = T_in + 2 * pad;
+  constexpr int64_t kRound = 16;  // product columns come in multiples of this
+  // Padded rows are read up to kRound - 1 columns past the last output's inputs.
+  const int64_t T_pad = T_in + 2 * pad + kRound;
   float* padded = Workspace<1>(B * C_in * T_pad);
-  for (int64_t bc = 0; bc < B * C_in; ++bc) {
+  ParallelFor(B * C_in, [&](int64_t bc) {
     std::fill(padded + bc * T_pad, padded + bc * T_pad + pad, 0.f);
     std::memcpy(padded + bc * T_pad + pad, px + bc * T_in, T_in * sizeof(float));
     std::fill(padded + bc * T_pad + pad + T_in, padded + (bc + 1) * T_pad, 0.f);
-  }
+  }, B * C_in * T_pad >= kMinParallelFlops / 16);
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
-  const int64_t blocks = OutputBlocks(B * tiles, C_out), block = (C_out + blocks - 1) / blocks;
+  const int64_t packed = PackedBlocks(C_out);
+  const int64_t wanted = OutputBlocks(B * tiles, C_out);
+  const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
+  const int64_t blocks = (C_out + block - 1) / block;
   ParallelFor(B * tiles * blocks, [&](int64_t item) {
     const int64_t b = item / (tiles * blocks), tile = item / blocks % tiles;
     const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
     const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
-    float* ob = po + (b * C_out + o0) * T_out + t0;
-    for (int64_t o = 0; o < rows; ++o) std::fill(ob + o * T_out, ob + o * T_out + width, pb[o0 + o]);
-    const float* xb = padded + b * C_in * T_pad + t0;
-    for (int64_t k = 0; k < K; ++k) {
-      scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, width, C_in, 1.f,
-                        taps + (k * C_out + o0) * C_in, C_in, xb + k * dilation, T_pad,
-                        1.f, ob, T_out);
+    const int64_t cols = (width + kRound - 1) / kRound * kRound;
+    float* M = Workspace<2>(block * cols);
+    PackedProduct(taps + o0 / kPack * K * C_in * kPack, K * C_in, PackedBlocks(rows), K, C_in,
+                  padded + b * C_in * T_pad + t0, T_pad, dilation, cols, M, cols);
+    for (int64_t o = 0; o < rows; ++o) {
+      float* y = po + (b * C_out + o0 + o) * T_out + t0;
+      const float* m = M + o * cols;
+      const float bias = pb[o0 + o];
+      for (int64_t q = 0; q < width; ++q) y[q] = m[q] + bias;
     }
   });
 }
 
+/*! \brief taps[o / kPack][k][c][o % kPack] = w[o][c][k], zero past C_out. */
+void PackTaps(const float* w, float* taps, int64_t C_out, int64_t C_in, int64_t K) {
+  std::fill(taps, taps + PackedBlocks(C_out) * K * C_in * kPack, 0.f);
+  ParallelFor(C_out, [&](int64_t o) {
+    for (int64_t c = 0; c < C_in; ++c) {
+      for (int64_t k = 0; k < K; ++k) {
+        taps[((o / kPack * K + k) * C_in + c) * kPack + o % kPack] = w[(o * C_in + c) * K + k];
+      }
+    }
+  }, C_out * C_in * K >= kMinParallelFlops / 16);
+}
+
 /*!
- * \brief Conv1dTaps on a [C_out][C_in][K] filter, reordered here at every call (a
+ * \brief Conv1dTaps on a [C_out][C_in][K] filter, packed here at every call (a
  *  1024 x 1090 x 3 filter takes milliseconds): where the filter is a weight, compilation
- *  passes kokoro_ext.conv1d_taps the reordered filter instead (frontend/winograd.py).
+ *  passes kokoro_ext.conv1d_taps the packed filter instead (frontend/winograd.py).
  */
 void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po, int64_t B,
                    int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
                    int64_t dilation, int64_t T_out) {
-  float* taps = Workspace<0>(K * C_out * C_in);
-  ParallelFor(C_out, [&](int64_t o) {
-    for (int64_t c = 0; c < C_in; ++c)
-      for (int64_t k = 0; k < K; ++k) taps[(k * C_out + o) * C_in + c] = pw[(o * C_in + c) * K + k];
-  }, C_out * C_in * K >= kMinParallelFlops / 16);
+  float* taps = Workspace<0>(PackedBlocks(C_out) * K * C_in * kPack);
+  PackTaps(pw, taps, C_out, C_in, K);
   Conv1dTaps(px, taps, pb, po, B, C_in, T_in, C_out, K, pad, dilation, T_out);
 }
 
@@ -142,17 +162,16 @@ void Conv1dTapsPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
                       tvm::ffi::TensorView taps, tvm::ffi::TensorView bias,
                       tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.conv1d_taps";
-  CheckConvArgs(kName, "(padding, dilation)", 2, options, x, "taps", taps, 3, bias, out);
+  CheckConvArgs(kName, "(padding, dilation)", 2, options, x, "taps", taps, 4, bias, out);
   const int64_t pad = options[0], dilation = options[1];
   if (dilation < 1 || pad < 0) {
     TVM_FFI_THROW(ValueError) << kName << ": options (padding, dilation) = (" << pad << ", "
                               << dilation << ") are out of range";
   }
   const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
-  const int64_t K = taps.shape()[0], C_out = taps.shape()[1];
+  const int64_t K = taps.shape()[1], C_out = bias.shape()[0];
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
-  CheckShape(kName, "taps", taps, {K, C_out, C_in});
-  CheckShape(kName, "bias", bias, {C_out});
+  CheckShape(kName, "taps", taps, {PackedBlocks(C_out), K, C_in, kPack});
   CheckShape(kName, "out", out, {B, C_out, T_out});
   Conv1dTaps(DataPtr<const float>(x), DataPtr<const float>(taps), DataPtr<const float>(bias),
              DataPtr<float>(out), B, C_in, T_in, C_out, K, pad, dilation, T_out);

@@ -16,12 +16,7 @@
  * into r-tap chunks; with m dividing r, chunk j of tile q reads the transformed input of
  * tile q + j r / m, so all chunks accumulate into the same GEMM output.
  *
- * The GEMMs are this file's own register-blocked kernel rather than BLAS calls: one call
- * per product and chunk made OpenBLAS pack both operands every time (the filter is the
- * same at every call) and write each partial sum back to memory.  Here the filter is
- * packed once, when it is transformed, in blocks of kPack output channels with the
- * kPack values of one input channel side by side, and a product sums all its chunks in
- * registers.
+ * The GEMMs are products.h's on filters packed by winograd_filter, not BLAS calls.
  *
  *   kokoro_ext.winograd_pays(C_in, C_out, K, dilation, T_out) -> bool
  *     whether compilation should use the two functions below for this convolution
@@ -33,10 +28,12 @@
  *     x [B, C_in, T_in]   gw as above   bias [C_out]   out [B, C_out, T_out]
  *   kokoro_ext.conv1d_winograd_if_pays(options, x, taps, gw, bias, out)   the same, with
  *     both filters: Winograd on gw where winograd_pays(.., T_out) at this call's T_out,
- *     else kokoro_ext.conv1d_taps on taps [K, C_out, C_in].  For a symbolic length that Winograd pays for at some
+ *     else kokoro_ext.conv1d_taps on taps [ceil(C_out / 8), K, C_in, 8] (dense.cc).  For a
+ *     symbolic length that Winograd pays for at some
  *     of its values and not at others: each call takes the kernel a static-length build
  *     for that length would have chosen.
  */
+#include <kokoro_ext/products.h>
 #include <kokoro_ext/simd.h>
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>
@@ -46,7 +43,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 namespace kokoro_ext {
@@ -192,9 +188,6 @@ void OutputTransform(const float* AT, const float* M, int64_t m_stride, float bi
 constexpr int64_t kMaxTileColumns = 256;
 constexpr int64_t kMinTileColumns = 64;
 
-/*! \brief Output channels per packed filter block (a multiple of every kernel's row count). */
-constexpr int64_t kPack = 8;
-
 /*!
  * \brief gw[i][o / kPack][chunk C_in + c][o % kPack] = sum_j G[i][j] w[o][c][chunk r + j],
  *  zero past K and past C_out.
@@ -218,100 +211,6 @@ void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int6
       }
     }
   }
-}
-
-// Register blocking over the host's own vector registers (f32x16 is two registers on
-// AVX2, and GCC spills a block of those): on AVX-512, 8 rows x 48 columns hold 24 of its
-// 32 registers; on AVX2, 4 rows x 24 columns hold 12 of its 16.
-#ifdef __AVX512F__
-constexpr int kVectorLanes = 16, kKernelRows = 8, kKernelVectors = 3;
-#else
-constexpr int kVectorLanes = 8, kKernelRows = 4, kKernelVectors = 3;
-#endif
-typedef float RegisterVector __attribute__((vector_size(kVectorLanes * sizeof(float))));
-
-/*! \brief x in every lane (V{} + x would add 0 to x, which the compiler must keep). */
-inline RegisterVector Splat(float x) {
-#ifdef __AVX512F__
-  return RegisterVector{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
-#else
-  return RegisterVector{x, x, x, x, x, x, x, x};
-#endif
-}
-
-/*!
- * \brief m[r][q] (+)= sum_{c < count} w[c][r] u[c][q] for r < kRows,
- *  q < kVectors * kVectorLanes, the sums kept in registers.  w is part of one packed
- *  block (row stride kPack); with accumulate, the sums are added to m.
- */
-template <int kRows, int kVectors>
-void ProductKernel(const float* w, int64_t count, const float* u, int64_t u_stride, float* m,
-                   int64_t m_stride, bool accumulate) {
-  using V = RegisterVector;
-  auto load = [](const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-  };
-  V acc[kRows][kVectors];
-  for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kVectors; ++v) acc[r][v] = V{};
-  }
-  for (int64_t c = 0; c < count; ++c, u += u_stride, w += kPack) {
-    V uv[kVectors];
-    for (int v = 0; v < kVectors; ++v) uv[v] = load(u + v * kVectorLanes);
-    for (int r = 0; r < kRows; ++r) {
-      const V wr = Splat(w[r]);
-      for (int v = 0; v < kVectors; ++v) acc[r][v] += wr * uv[v];
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kVectors; ++v) {
-      float* p = m + r * m_stride + v * kVectorLanes;
-      const V sum = accumulate ? load(p) + acc[r][v] : acc[r][v];
-      std::memcpy(p, &sum, sizeof(sum));
-    }
-  }
-}
-
-// Input channels summed in registers before a partial sum goes to memory: a float sum's
-// rounding error grows with its length, and sums of 64 keep the products as accurate as
-// OpenBLAS's were (about 5x the direct convolution's error at 11 taps and 128 channels,
-// against 12x for one sum over all chunks and channels).
-constexpr int64_t kSumLength = 64;
-
-/*!
- * \brief M[o][q] = sum_chunk gw-block[o] . U[.][chunk shift + q] for o_blocks packed
- *  blocks from gw, q < cols16 (a multiple of 16): the products of one interpolation point.
- */
-void PointProduct(const float* gw, int64_t depth, int64_t o_blocks, int64_t chunks,
-                  int64_t C_in, const float* U, int64_t u_stride, int64_t shift, int64_t cols16,
-                  float* M, int64_t m_stride) {
-  // Column panels outside, filter blocks inside: a panel of U (C_in rows of kWide
-  // columns, plus the chunk shifts) stays in L1 while the filter blocks stream past it.
-  constexpr int64_t kWide = kKernelVectors * kVectorLanes;
-  auto panel = [&](int64_t q, auto kernel) {
-    for (int64_t ob = 0; ob < o_blocks; ++ob) {
-      for (int64_t half = 0; half < kPack; half += kKernelRows) {
-        float* m = M + (ob * kPack + half) * m_stride + q;
-        for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-          for (int64_t c0 = 0; c0 < C_in; c0 += kSumLength) {
-            const float* w = gw + (ob * depth + chunk * C_in + c0) * kPack + half;
-            kernel(w, std::min(kSumLength, C_in - c0), U + c0 * u_stride + chunk * shift + q,
-                   u_stride, m, m_stride, chunk > 0 || c0 > 0);
-          }
-        }
-      }
-    }
-  };
-  // The last columns in panels of two vectors, then one: one vector's kKernelRows sums
-  // are too few to keep both FMA pipes busy.
-  int64_t q = 0;
-  for (; q + kWide <= cols16; q += kWide) panel(q, ProductKernel<kKernelRows, kKernelVectors>);
-  for (; q + 2 * kVectorLanes <= cols16; q += 2 * kVectorLanes) {
-    panel(q, ProductKernel<kKernelRows, 2>);
-  }
-  for (; q < cols16; q += kVectorLanes) panel(q, ProductKernel<kKernelRows, 1>);
 }
 
 void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
@@ -402,7 +301,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
     const int64_t o_blocks = (o_count + kPack - 1) / kPack;
     const int64_t cols16 = ((count - 1) * width_in + width16 + lanes - 1) / lanes * lanes;
     for (int64_t i = 0; i < n; ++i) {
-      PointProduct(gw + (i * packed + o0 / kPack) * depth * kPack, depth, o_blocks, chunks,
+      PackedProduct(gw + (i * packed + o0 / kPack) * depth * kPack, depth, o_blocks, chunks,
                    C_in, U + i * C_in * u_stride, u_stride, shift, cols16,
                    M + i * block * m_stride, m_stride);
     }
@@ -494,11 +393,12 @@ void Conv1dWinogradIfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
     TVM_FFI_THROW(ValueError) << kName << ": options must be (padding, dilation, K)";
   }
   CheckFloat32Cpu(kName, "x", x, 3);
-  CheckFloat32Cpu(kName, "taps", taps, 3);
+  CheckFloat32Cpu(kName, "taps", taps, 4);
+  CheckFloat32Cpu(kName, "bias", bias, 1);
   const int64_t pad = options[0], dilation = options[1], K = options[2];
   const int64_t C_in = x.shape()[1], T_in = x.shape()[2];
-  const int64_t C_out = taps.shape()[1];
-  CheckShape(kName, "taps", taps, {K, C_out, C_in});
+  const int64_t C_out = bias.shape()[0];
+  CheckShape(kName, "taps", taps, {PackedBlocks(C_out), K, C_in, kPack});
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
   if (WinogradPays(C_in, C_out, K, dilation, T_out)) {
     Conv1dWinogradPacked(options, x, gw, bias, out);

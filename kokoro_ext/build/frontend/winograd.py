@@ -115,14 +115,33 @@ def _winograd_call(
     return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD_IF_PAYS, args, call.ty_args[0])
 
 
+#: Output channels per block of a packed filter (kPack in cpp/include/kokoro_ext/products.h).
+PACK = 8
+
+
+def pack_taps(w: np.ndarray) -> np.ndarray:
+    """A [C_out, C_in, K] filter as ``kokoro_ext.conv1d_taps`` takes it:
+    [ceil(C_out / 8), K, C_in, 8], zero rows past C_out."""
+    c_out, c_in, taps = w.shape
+    blocks = -(-c_out // PACK)
+    padded = np.zeros((blocks * PACK, c_in, taps), np.float32)
+    padded[:c_out] = w
+    return np.ascontiguousarray(padded.reshape(blocks, PACK, c_in, taps).transpose(0, 3, 2, 1))
+
+
 def _taps(w: relax.Expr) -> relax.Expr:
-    """The filter as taps [K, C_out, C_in], each tap a contiguous GEMM operand: reordered
-    here for a constant, by a permute_dims that LiftTransformParams moves into the weight
-    transform for a weight parameter (kokoro_ext.conv1d reorders at every call: for a
-    1024 x 1090 x 3 filter that was most of the call at short lengths)."""
+    """The filter packed for ``kokoro_ext.conv1d_taps``: here for a constant, by Relax ops
+    that LiftTransformParams moves into the weight transform for a weight parameter
+    (kokoro_ext.conv1d packs at every call: for a 1024 x 1090 x 3 filter that was most of
+    the call at short lengths)."""
     if isinstance(w, tvm.ir.expr.Constant):
-        return relax.const(np.ascontiguousarray(w.value.numpy().transpose(2, 0, 1)))
-    return relax.op.permute_dims(w, [2, 0, 1])
+        return relax.const(pack_taps(w.value.numpy()))
+    c_out, c_in, taps = (int(d) for d in w.ty.shape.values)
+    blocks = -(-c_out // PACK)
+    if blocks * PACK != c_out:
+        w = relax.op.nn.pad(w, [0, blocks * PACK - c_out, 0, 0, 0, 0])
+    w = relax.op.reshape(w, [blocks, PACK, c_in, taps])
+    return relax.op.permute_dims(w, [0, 3, 2, 1])
 
 
 def _taps_call(call: relax.Call, w: relax.Expr, padding: int, dilation: int) -> relax.Call:
