@@ -18,7 +18,7 @@
  *   kokoro_ext.conv1d_transpose(options, x, w, bias, out)   conv_transpose1d, groups = 1
  *     options  Shape (stride, padding, output_padding)
  *     x [B, C_in, T_in]   w [C_in, C_out, K]   bias [C_out]   out [B, C_out, T_out]
- *   kokoro_ext.addmm(bias, x, w, out)                out = bias + x @ w
+ *   kokoro_ext.addmm(bias, x, w, out)                out = bias + x @ w (products.h for few rows)
  *     bias [N]   x [M, K]   w [K, N]   out [M, N]
  *   kokoro_ext.bmm(x, w, out)                        out[b] = x[b] @ w[b]
  *     x [B, M, K]   w [B, K, N]   out [B, M, N]
@@ -42,6 +42,9 @@ namespace {
 
 constexpr int64_t kColumnTile = 256;
 constexpr int64_t kMinParallelFlops = int64_t{1} << 22;
+// addmm rows up to which products.h beats OpenBLAS (one thread, ALBERT's 768 x 2048
+// products: 2-3x at 15 rows, level at 64, 20-30% behind at 250).
+constexpr int64_t kSmallRows = 64;
 
 /*!
  * \brief Stride-1 convolution over a zero-padded copy of each input (no im2col copy K
@@ -239,15 +242,51 @@ void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorVi
   const float* pw = DataPtr<const float>(w);
   const float* pb = DataPtr<const float>(bias);
   float* po = DataPtr<float>(out);
-  const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
+  if (M > kSmallRows) {
+    const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
+    ParallelFor(tiles, [&](int64_t tile) {
+      const int64_t n0 = tile * kColumnTile, width = std::min(kColumnTile, N - n0);
+      for (int64_t m = 0; m < M; ++m) std::memcpy(po + m * N + n0, pb + n0, width * sizeof(float));
+      scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, width, K, 1.f, px, K,
+                        pw + n0, N, 1.f, po + n0, N);
+    }, M * N * K >= kMinParallelFlops);
+    return;
+  }
+  // Few rows (kokoro's style projections: one; ALBERT on a short text: a few dozen
+  // tokens): the weight is nearly all the bytes, and OpenBLAS packed it at every call.
+  // products.h instead, with the rows of x packed as the broadcast operand and w's
+  // columns as the vector operand: w is read once, as it is.
+  constexpr int64_t kRound = 16;
+  const int64_t packed = PackedBlocks(M);
+  float* xp = Workspace<0>(packed * K * kPack);
+  std::fill(xp, xp + packed * K * kPack, 0.f);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t k = 0; k < K; ++k) xp[(m / kPack * K + k) * kPack + m % kPack] = px[m * K + k];
+  }
+  // Columns of whole vectors; the last N % 16 (w's row ends, which a vector would read
+  // past) one at a time.
+  const int64_t N16 = N / kRound * kRound;
+  const int64_t threads = MaxThreads();
+  const int64_t width = std::max<int64_t>(
+      kRound, std::min(kColumnTile, (N16 / (4 * threads) + kRound - 1) / kRound * kRound));
+  const int64_t tiles = (N16 + width - 1) / width;
   // Small products (kokoro's AdaIN style projections: one row) cost less than waking
   // the thread team.
   ParallelFor(tiles, [&](int64_t tile) {
-    const int64_t n0 = tile * kColumnTile, width = std::min(kColumnTile, N - n0);
-    for (int64_t m = 0; m < M; ++m) std::memcpy(po + m * N + n0, pb + n0, width * sizeof(float));
-    scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, width, K, 1.f, px, K,
-                      pw + n0, N, 1.f, po + n0, N);
+    const int64_t n0 = tile * width, cols = std::min(width, N16 - n0);
+    float* Mo = Workspace<2>(packed * kPack * cols);
+    PackedProduct(xp, K, packed, 1, K, pw + n0, N, 0, cols, Mo, cols);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t q = 0; q < cols; ++q) po[m * N + n0 + q] = Mo[m * cols + q] + pb[n0 + q];
+    }
   }, M * N * K >= kMinParallelFlops);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = N16; n < N; ++n) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < K; ++k) acc += px[m * K + k] * pw[k * N + n];
+      po[m * N + n] = pb[n] + acc;
+    }
+  }
 }
 
 void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView out) {
