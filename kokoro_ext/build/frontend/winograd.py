@@ -22,7 +22,7 @@ one): the memory a one-library-per-stage build pays for never being slower than 
 static build at short lengths.
 
 A stride-1 call that stays direct becomes ``kokoro_ext.conv1d_taps`` on the filter
-reordered as [K, C_out, C_in] (``_taps``), once, like the Winograd filter transform.
+packed as [ceil(C_out / 8), K, C_in, 8] (``_taps``), once, like the Winograd filter transform.
 """
 
 from __future__ import annotations
