@@ -55,9 +55,8 @@ constexpr int64_t kSmallRows = 64;
 void Conv1dTaps(const float* px, const float* taps, const float* pb, float* po, int64_t B,
                 int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
                 int64_t dilation, int64_t T_out) {
-  constexpr int64_t kRound = 16;  // product columns come in multiples of this
-  // Padded rows are read up to kRound - 1 columns past the last output's inputs.
-  const int64_t T_pad = T_in + 2 * pad + kRound;
+  // Padded rows are read up to kColumnMultiple - 1 columns past the last output's inputs.
+  const int64_t T_pad = T_in + 2 * pad + kColumnMultiple;
   float* padded = Workspace<1>(B * C_in * T_pad);
   ParallelFor(B * C_in, [&](int64_t bc) {
     std::fill(padded + bc * T_pad, padded + bc * T_pad + pad, 0.f);
@@ -73,7 +72,7 @@ void Conv1dTaps(const float* px, const float* taps, const float* pb, float* po, 
     const int64_t b = item / (tiles * blocks), tile = item / blocks % tiles;
     const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
     const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
-    const int64_t cols = (width + kRound - 1) / kRound * kRound;
+    const int64_t cols = RoundColumns(width);
     float* M = Workspace<2>(block * cols);
     PackedProduct(taps + o0 / kPack * K * C_in * kPack, K * C_in, PackedBlocks(rows), K, C_in,
                   padded + b * C_in * T_pad + t0, T_pad, dilation, cols, M, cols);
@@ -256,19 +255,15 @@ void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorVi
   // tokens): the weight is nearly all the bytes, and OpenBLAS packed it at every call.
   // products.h instead, with the rows of x packed as the broadcast operand and w's
   // columns as the vector operand: w is read once, as it is.
-  constexpr int64_t kRound = 16;
+  // x [M, K] packed as a one-tap filter of M output channels over K input channels.
   const int64_t packed = PackedBlocks(M);
   float* xp = Workspace<0>(packed * K * kPack);
-  std::fill(xp, xp + packed * K * kPack, 0.f);
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t k = 0; k < K; ++k) xp[(m / kPack * K + k) * kPack + m % kPack] = px[m * K + k];
-  }
+  PackTaps(px, xp, M, K, 1);
   // Columns of whole vectors; the last N % 16 (w's row ends, which a vector would read
   // past) one at a time.
-  const int64_t N16 = N / kRound * kRound;
-  const int64_t threads = MaxThreads();
+  const int64_t N16 = N / kColumnMultiple * kColumnMultiple;
   const int64_t width = std::max<int64_t>(
-      kRound, std::min(kColumnTile, (N16 / (4 * threads) + kRound - 1) / kRound * kRound));
+      kColumnMultiple, std::min(kColumnTile, RoundColumns(N16 / (4 * MaxThreads()))));
   const int64_t tiles = (N16 + width - 1) / width;
   // Small products (kokoro's AdaIN style projections: one row) cost less than waking
   // the thread team.

@@ -42,6 +42,7 @@
 #include <tvm/ffi/reflection/registry.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -195,7 +196,7 @@ constexpr int64_t kMinTileColumns = 64;
 void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int64_t C_out,
                      int64_t C_in, int64_t K) {
   const int64_t r = f.r, n = f.n, chunks = f.Chunks(K);
-  const int64_t blocks = (C_out + kPack - 1) / kPack, depth = chunks * C_in;
+  const int64_t blocks = PackedBlocks(C_out), depth = chunks * C_in;
   std::fill(gw, gw + n * blocks * depth * kPack, 0.f);
   for (int64_t o = 0; o < C_out; ++o) {
     for (int64_t c = 0; c < C_in; ++c) {
@@ -221,10 +222,9 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
   const int64_t shift = chunks > 1 ? r / m : 0;             // tiles between chunks
   const int64_t tiles = ((T_out + d - 1) / d + m - 1) / m;  // output tiles per phase
   const int64_t D = d * m;
-  const int64_t lanes = simd::kLanes;
-  // Polyphase columns read: the products run on whole vectors of tiles, so up to
-  // lanes - 1 tiles past the last one (computed and dropped).
-  const int64_t V = tiles + lanes - 1 + (chunks - 1) * shift + (n - 1) / m + 1;
+  // Polyphase columns read: the products run on whole multiples of kColumnMultiple
+  // tiles, so up to kColumnMultiple - 1 tiles past the last one (computed and dropped).
+  const int64_t V = tiles + kColumnMultiple - 1 + (chunks - 1) * shift + (n - 1) / m + 1;
 
   // X[b][c][p][v] = x[b][c][p + D v - pad], zero outside x.
   float* X = Workspace<0>(B * C_in * D * V);
@@ -251,18 +251,25 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
       tiles, std::max(kMinTileColumns, std::min(kMaxTileColumns, tiles / per_phase)));
   const int64_t column_tiles = (tiles + width - 1) / width;
   const int64_t segments = B * d * column_tiles;
-  const int64_t width16 = (width + lanes - 1) / lanes * lanes;
+  const int64_t width16 = RoundColumns(width);
   const int64_t width_in = width16 + (chunks - 1) * shift;  // a segment's product columns
   const int64_t group = std::max<int64_t>(
       1, std::min((segments + 2 * MaxThreads() - 1) / (2 * MaxThreads()),
                   kMaxTileColumns / width_in));
   const int64_t column_items = (segments + group - 1) / group;
-  const int64_t packed = (C_out + kPack - 1) / kPack, depth = chunks * C_in;
+  const int64_t packed = PackedBlocks(C_out), depth = chunks * C_in;
   const int64_t wanted = OutputBlocks(column_items, C_out);
   const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
   const int64_t blocks = (C_out + block - 1) / block;
-  const int64_t m_stride = (group * width_in + lanes - 1) / lanes * lanes;
+  const int64_t m_stride = RoundColumns(group * width_in);
   const int64_t u_stride = m_stride + (chunks - 1) * shift;
+
+  // Segment seg as (batch, phase, first tile, tiles).
+  auto segment = [&](int64_t seg) {
+    const int64_t q0 = (seg % column_tiles) * width;
+    return std::array<int64_t, 4>{seg / (d * column_tiles), (seg / column_tiles) % d, q0,
+                                  std::min(width, tiles - q0)};
+  };
 
   ParallelFor(column_items * blocks, [&](int64_t item) {
     float* U = Workspace<1>(n * C_in * u_stride);
@@ -276,11 +283,8 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
     // past a segment's own are zeroed: their products are dropped, but must not be
     // computed on whatever the workspace held.
     for (int64_t s = 0; s < count; ++s) {
-      const int64_t seg = first + s;
-      const int64_t b = seg / (d * column_tiles), phase = (seg / column_tiles) % d;
-      const int64_t q0 = (seg % column_tiles) * width;
-      const int64_t cols = std::min(width, tiles - q0);
-      const int64_t cols_in = (cols + lanes - 1) / lanes * lanes + (chunks - 1) * shift;
+      const auto [b, phase, q0, cols] = segment(first + s);
+      const int64_t cols_in = RoundColumns(cols) + (chunks - 1) * shift;
       const int64_t end = s + 1 < count ? width_in : u_stride - s * width_in;
       for (int64_t c = 0; c < C_in; ++c) {
         const float* xc = X + (b * C_in + c) * D * V;
@@ -298,8 +302,8 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
       }
     }
     // M[i][o][q] = sum_chunk gw[i][o] . U[i][.][chunk shift + q]
-    const int64_t o_blocks = (o_count + kPack - 1) / kPack;
-    const int64_t cols16 = ((count - 1) * width_in + width16 + lanes - 1) / lanes * lanes;
+    const int64_t o_blocks = PackedBlocks(o_count);
+    const int64_t cols16 = RoundColumns((count - 1) * width_in + width16);
     for (int64_t i = 0; i < n; ++i) {
       PackedProduct(gw + (i * packed + o0 / kPack) * depth * kPack, depth, o_blocks, chunks,
                    C_in, U + i * C_in * u_stride, u_stride, shift, cols16,
@@ -307,10 +311,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
     }
     // out[o][phase + d ((q0 + q) m + k)] = bias + sum_i A^T[k][i] M[i][o][s width_in + q]
     for (int64_t s = 0; s < count; ++s) {
-      const int64_t seg = first + s;
-      const int64_t b = seg / (d * column_tiles), phase = (seg / column_tiles) % d;
-      const int64_t q0 = (seg % column_tiles) * width;
-      const int64_t cols = std::min(width, tiles - q0);
+      const auto [b, phase, q0, cols] = segment(first + s);
       for (int64_t o = 0; o < o_count; ++o) {
         float* yo = out + (b * C_out + o0 + o) * T_out;
         const float* mo = M + o * m_stride + s * width_in;
@@ -335,7 +336,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
 /*! \brief The shape winograd_filter writes for a [C_out, C_in, K] filter. */
 std::vector<int64_t> FilterShape(int64_t C_out, int64_t C_in, int64_t K) {
   const WinogradTransform& f = TransformFor(K);
-  return {f.n, (C_out + kPack - 1) / kPack, f.Chunks(K) * C_in, kPack};
+  return {f.n, PackedBlocks(C_out), f.Chunks(K) * C_in, kPack};
 }
 
 bool WinogradPays(int64_t C_in, int64_t C_out, int64_t K, int64_t dilation, int64_t T_out) {
