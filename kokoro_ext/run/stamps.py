@@ -96,6 +96,12 @@ def _read(location: Path | None) -> dict[str, dict]:
     return files if isinstance(files, dict) else {}
 
 
+def _unchanged(record: dict, path: str | Path) -> bool:
+    """Whether ``record``'s stamp is that of the file at ``path`` now (OSError if it cannot
+    be stat'ed)."""
+    return {k: v for k, v in record.items() if k != "sha256"} == asdict(FileStamp.of(path))
+
+
 def is_verified(path: str | Path, sha256: str, location: Path | None = None) -> bool:
     """Whether a stamp shows that the file at ``path``, as it is now, has SHA-256 ``sha256``.
 
@@ -106,10 +112,9 @@ def is_verified(path: str | Path, sha256: str, location: Path | None = None) -> 
     if not isinstance(record, dict) or record.get("sha256") != sha256:
         return False
     try:
-        now = FileStamp.of(path)
+        return _unchanged(record, path)
     except OSError:
         return False
-    return {k: v for k, v in record.items() if k != "sha256"} == asdict(now)
 
 
 def record_verified(
@@ -140,7 +145,7 @@ def record_verified(
             if key in fresh or not isinstance(record, dict):
                 continue
             try:
-                if {k: v for k, v in record.items() if k != "sha256"} == asdict(FileStamp.of(key)):
+                if _unchanged(record, key):
                     kept[key] = record
             except OSError:
                 continue
