@@ -15,8 +15,8 @@ transformed arrays in ``<stage>.weights``.
 
 FORMAT 3: the weights files hold the transformed weights (format 2 held the
 checkpoint's arrays and had the runtime transform them at every load).  FORMAT 4: the
-Winograd filters among them are packed for the native kernel's own products
-(``kokoro_ext.winograd_filter_shape``), which format 3's are not.
+Winograd and direct-convolution filters among them are packed for the native kernels'
+own products (cpp/include/kokoro_ext/products.h), which format 3's are not.
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ class _Rewriter(relax.PyExprMutator):
 @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.WinogradConv1d")
 def winograd_conv1d(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
     """Send the native stride-1 conv1d calls with weight filters to Winograd where it pays,
-    to conv1d_taps on the reordered filter elsewhere."""
+    to conv1d_taps on the packed filter elsewhere."""
     native.load()
     rewriter = _Rewriter(mod)
     for gv, func in mod.functions_items():
