@@ -1,0 +1,82 @@
+"""products.h has one register blocking per instruction set (8 x 48 sums on AVX-512,
+4 x 24 on AVX2), chosen when the library is compiled for its host.  The test suite's own
+library is built for the machine it runs on, so the blocking that machine does not
+take is built here too, for x86-64-v3 (AVX2, what an AMD Zen 3 takes), and must give what
+the host's library gives and what float64 gives."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import products_probe
+import pytest
+
+from kokoro_ext.run import native
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = Path(products_probe.__file__).resolve()
+
+pytestmark = pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64"), reason="x86-64-v3 is an x86 target"
+)
+
+
+@pytest.fixture(scope="module")
+def avx2_library(tmp_path_factory) -> Path:
+    """The kernel library compiled with -march=x86-64-v3, in a scratch directory."""
+    build = tmp_path_factory.mktemp("avx2-build")
+    out = build / "lib"
+    subprocess.run(
+        ["cmake", "-S", str(ROOT), "-B", str(build), f"-DPython_EXECUTABLE={sys.executable}",
+         "-DKOKORO_EXT_MARCH=x86-64-v3", f"-DKOKORO_EXT_LIBRARY_DIR={out}",
+         "-DCMAKE_BUILD_TYPE=Release"],
+        check=True, capture_output=True,
+    )
+    subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True)
+    library = out / native.LIBRARY_NAME
+    try:
+        native.check_runs_here(library)
+    except ValueError as error:
+        pytest.skip(f"this host cannot run x86-64-v3 code: {error}")
+    return library
+
+
+def _probe(library: Path | None, out: Path) -> list[np.ndarray]:
+    env = dict(os.environ)
+    if library is not None:
+        env["KOKORO_EXT_LIBRARY"] = str(library)
+    subprocess.run([sys.executable, str(PROBE), str(out)], check=True, env=env, cwd=ROOT)
+    saved = np.load(out)
+    return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+
+def _references() -> list[np.ndarray]:
+    """The probe's outputs in float64, in its order."""
+    convs, addmms = products_probe.inputs()
+    refs = []
+    for x, w, b, k, d in convs:
+        x, w = x.astype(np.float64), w.astype(np.float64)
+        pad, t = d * (k - 1) // 2, x.shape[2]
+        xp = np.pad(x[0], ((0, 0), (pad, pad)))
+        y = b[:, None] + sum(w[:, :, j] @ xp[:, j * d : j * d + t] for j in range(k))
+        refs += [y[None]] * (2 if w.shape[0] >= 48 else 1)
+    refs += [b + x.astype(np.float64) @ w for x, w, b in addmms]
+    return refs
+
+
+def test_avx2_blocking_gives_what_the_hosts_blocking_and_float64_give(avx2_library, tmp_path):
+    host = _probe(None, tmp_path / "host.npz")
+    avx2 = _probe(avx2_library, tmp_path / "avx2.npz")
+    refs = _references()
+    assert len(host) == len(avx2) == len(refs) == 8
+    for i, (h, a, r) in enumerate(zip(host, avx2, refs)):
+        scale = float(np.abs(r).max())
+        assert np.abs(a - r).max() <= 1e-5 * scale, (i, np.abs(a - r).max(), scale)
+        assert np.abs(h - r).max() <= 1e-5 * scale, (i, np.abs(h - r).max(), scale)
+        if i < 5:  # the convolutions: products.h alone, the same sums in the same order
+            np.testing.assert_array_equal(a, h, err_msg=f"output {i}")
