@@ -235,10 +235,10 @@ def test_symbolic_conv_takes_winograd_where_it_pays_at_every_length():
 
 @pytest.mark.usefixtures("kernels")
 def test_long_filters_take_winograd_from_one_tile_on():
-    # 11 taps, dilation 5: Winograd from one F(4, 4) tile per phase (20 outputs), so a
+    # 11 taps, dilation 5: Winograd from one F(6, 6) tile per phase (30 outputs), so a
     # length that starts there needs no direct fallback and keeps one filter, not two
     conv = nn.Conv1d(64, 64, 11, padding=25, dilation=5).eval()
-    ir = _dispatched(_export(conv, Dim("frames", min=20, max=4096), 100))
+    ir = _dispatched(_export(conv, Dim("frames", min=30, max=4096), 100))
     assert '"kokoro_ext.conv1d_winograd"' in ir and "if_pays" not in ir, ir
     ir = _dispatched(_export(conv, Dim("frames", min=2, max=4096), 100))
     assert '"kokoro_ext.conv1d_winograd_if_pays"' in ir, ir

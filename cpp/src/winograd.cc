@@ -34,7 +34,6 @@
  *     for that length would have chosen.
  */
 #include <kokoro_ext/products.h>
-#include <kokoro_ext/simd.h>
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>
 #include <tvm/ffi/container/shape.h>
@@ -118,36 +117,41 @@ WinogradTransform MakeTransform(int64_t m, int64_t r, const std::vector<double>&
 }
 
 /*!
- * \brief F(4, 3) for 3 taps, F(4, 4) in chunks for longer filters.  With points 0, +-1,
- *  +-2, +-1/2 the float error stays within about 5x the direct product's (1e-5 on outputs
- *  of magnitude 7 over 128 channels, tests/test_dense.py); F(6, 6) would cut the 11-tap
- *  products by another 1.4x for 7x the error.
+ * \brief The transform with the fewest products per output, chunks(K) n / m, for a K-tap
+ *  filter: F(4, 3) for 3 taps (1.5 per output against 3), F(4, 7) for 4 to 7 (2.5 against
+ *  7), F(6, 6) in 6-tap chunks past that (3.7 against 11).  The points are the ones with
+ *  the least float32 error among those tried (the largest ones cost the most): against
+ *  float64 on 128 channels, F(4, 7) has about 4x and F(6, 6) about 7x the error of F(4, 4)
+ *  in 4-tap chunks, which did 3.5 and 5.25 products per output at 7 and 11 taps; on
+ *  kokoro's whole decoder that is 4.8e-6 max-abs on the audio, against 1.3e-6.
  */
-constexpr int64_t kMaxPoints = 7;  // n of the transforms below
+constexpr int64_t kMaxPoints = 11;  // n of the transforms below
 
 const WinogradTransform& TransformFor(int64_t K) {
   static const WinogradTransform f43 = MakeTransform(4, 3, {0.0, 1.0, -1.0, 0.5, -0.5});
-  static const WinogradTransform f44 = MakeTransform(4, 4, {0.0, 1.0, -1.0, 2.0, -2.0, 0.5});
-  return K <= 3 ? f43 : f44;
+  static const WinogradTransform f47 =
+      MakeTransform(4, 7, {0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1.25, -0.8});
+  static const WinogradTransform f66 =
+      MakeTransform(6, 6, {0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1.5, -1.5, -0.25});
+  return K <= 3 ? f43 : K <= 7 ? f47 : f66;
 }
 
 /*!
  * \brief U[i][q] = sum_j B^T[i][j] x_j[q] for q < cols, the n input rows x_j read once per
- *  16 columns and the n sums kept in registers (the row-at-a-time loop this replaces
+ *  register of columns (the host's width: 11 rows of two-register vectors spill on AVX2) and the n sums kept in registers (the row-at-a-time loop this replaces
  *  read and rewrote U once per nonzero coefficient).  Same sums in the same order.
  */
 template <int N>
 void InputTransform(const float* BT, const float* const* x, int64_t cols, float* U,
                     int64_t u_stride) {
-  using simd::f32x16;
   int64_t q = 0;
-  for (; q + simd::kLanes <= cols; q += simd::kLanes) {
-    f32x16 xv[N];
-    for (int j = 0; j < N; ++j) xv[j] = simd::Load(x[j] + q);
+  for (; q + kVectorLanes <= cols; q += kVectorLanes) {
+    RegisterVector xv[N];
+    for (int j = 0; j < N; ++j) xv[j] = LoadRegister(x[j] + q);
     for (int i = 0; i < N; ++i) {
-      f32x16 acc = simd::Broadcast(0.f);
+      RegisterVector acc = Splat(0.f);
       for (int j = 0; j < N; ++j) acc += BT[i * N + j] * xv[j];
-      simd::Store(U + i * u_stride + q, acc);
+      StoreRegister(U + i * u_stride + q, acc);
     }
   }
   for (; q < cols; ++q) {
@@ -161,20 +165,19 @@ void InputTransform(const float* BT, const float* const* x, int64_t cols, float*
 
 /*!
  * \brief rows[k][q] = bias + sum_i A^T[k][i] M_i[q] for k < m, q < cols: the n rows of M
- *  read once per 16 columns.  Same sums in the same order as one row at a time.
+ *  read once per register of columns.  Same sums in the same order as one row at a time.
  */
 template <int N, int kM>
 void OutputTransform(const float* AT, const float* M, int64_t m_stride, float bias,
                      int64_t cols, float* rows, int64_t row_stride) {
-  using simd::f32x16;
   int64_t q = 0;
-  for (; q + simd::kLanes <= cols; q += simd::kLanes) {
-    f32x16 mv[N];
-    for (int i = 0; i < N; ++i) mv[i] = simd::Load(M + i * m_stride + q);
+  for (; q + kVectorLanes <= cols; q += kVectorLanes) {
+    RegisterVector mv[N];
+    for (int i = 0; i < N; ++i) mv[i] = LoadRegister(M + i * m_stride + q);
     for (int k = 0; k < kM; ++k) {
-      f32x16 acc = simd::Broadcast(bias);
+      RegisterVector acc = Splat(bias);
       for (int i = 0; i < N; ++i) acc += AT[k * N + i] * mv[i];
-      simd::Store(rows + k * row_stride + q, acc);
+      StoreRegister(rows + k * row_stride + q, acc);
     }
   }
   for (; q < cols; ++q) {
@@ -183,6 +186,26 @@ void OutputTransform(const float* AT, const float* M, int64_t m_stride, float bi
       for (int i = 0; i < N; ++i) acc += AT[k * N + i] * M[i * m_stride + q];
       rows[k * row_stride + q] = acc;
     }
+  }
+}
+
+/*! \brief InputTransform for f's n points. */
+void InputTransformFor(const WinogradTransform& f, const float* const* x, int64_t cols,
+                       float* U, int64_t u_stride) {
+  switch (f.n) {
+    case 6: return InputTransform<6>(f.BT.data(), x, cols, U, u_stride);
+    case 10: return InputTransform<10>(f.BT.data(), x, cols, U, u_stride);
+    default: return InputTransform<11>(f.BT.data(), x, cols, U, u_stride);
+  }
+}
+
+/*! \brief OutputTransform for f's n points and m outputs. */
+void OutputTransformFor(const WinogradTransform& f, const float* M, int64_t m_stride,
+                        float bias, int64_t cols, float* rows, int64_t row_stride) {
+  switch (f.n) {
+    case 6: return OutputTransform<6, 4>(f.AT.data(), M, m_stride, bias, cols, rows, row_stride);
+    case 10: return OutputTransform<10, 4>(f.AT.data(), M, m_stride, bias, cols, rows, row_stride);
+    default: return OutputTransform<11, 6>(f.AT.data(), M, m_stride, bias, cols, rows, row_stride);
   }
 }
 
@@ -203,11 +226,14 @@ void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int6
       const float* wk = w + (o * C_in + c) * K;
       for (int64_t chunk = 0; chunk < chunks; ++chunk) {
         for (int64_t i = 0; i < n; ++i) {
-          float acc = 0.f;
+          // In double: float products are exact there, so whether the compiler fuses
+          // them into FMAs (it may differ between -march targets) cannot change gw.
+          double acc = 0.0;
           for (int64_t j = 0; j < r && chunk * r + j < K; ++j) {
-            acc += f.G[i * r + j] * wk[chunk * r + j];
+            acc += static_cast<double>(f.G[i * r + j]) * wk[chunk * r + j];
           }
-          gw[((i * blocks + o / kPack) * depth + chunk * C_in + c) * kPack + o % kPack] = acc;
+          gw[((i * blocks + o / kPack) * depth + chunk * C_in + c) * kPack + o % kPack] =
+              static_cast<float>(acc);
         }
       }
     }
@@ -291,11 +317,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
         const float* xs[kMaxPoints];
         for (int64_t j = 0; j < n; ++j) xs[j] = xc + (phase + d * (j % m)) * V + q0 + j / m;
         float* u = U + c * u_stride + s * width_in;
-        if (n == 6) {
-          InputTransform<6>(f.BT.data(), xs, cols_in, u, C_in * u_stride);
-        } else {
-          InputTransform<7>(f.BT.data(), xs, cols_in, u, C_in * u_stride);
-        }
+        InputTransformFor(f, xs, cols_in, u, C_in * u_stride);
         for (int64_t i = 0; i < n; ++i) {
           std::fill(u + i * C_in * u_stride + cols_in, u + i * C_in * u_stride + end, 0.f);
         }
@@ -315,13 +337,7 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
       for (int64_t o = 0; o < o_count; ++o) {
         float* yo = out + (b * C_out + o0 + o) * T_out;
         const float* mo = M + o * m_stride + s * width_in;
-        if (n == 6) {
-          OutputTransform<6, 4>(f.AT.data(), mo, block * m_stride, bias[o0 + o], cols, rows,
-                                width16);
-        } else {
-          OutputTransform<7, 4>(f.AT.data(), mo, block * m_stride, bias[o0 + o], cols, rows,
-                                width16);
-        }
+        OutputTransformFor(f, mo, block * m_stride, bias[o0 + o], cols, rows, width16);
         for (int64_t k = 0; k < m; ++k) {
           const float* row = rows + k * width16;
           const int64_t t0 = phase + d * (q0 * m + k);

@@ -16,7 +16,9 @@ transformed arrays in ``<stage>.weights``.
 FORMAT 3: the weights files hold the transformed weights (format 2 held the
 checkpoint's arrays and had the runtime transform them at every load).  FORMAT 4: the
 Winograd and direct-convolution filters among them are packed for the native kernels'
-own products (cpp/include/kokoro_ext/products.h), which format 3's are not.
+own products (cpp/include/kokoro_ext/products.h), which format 3's are not.  FORMAT 5:
+the 7- and 11-tap Winograd filters are F(4, 7) and F(6, 6) transforms (format 4's were
+F(4, 4) in chunks; cpp/src/winograd.cc).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from kokoro_ext.run import stamps
 MANIFEST = "manifest.json"
 CONFIG = "config.json"
 VOICE = "voice.npy"
-FORMAT = 4
+FORMAT = 5
 
 
 def stage_file(stage: str) -> str:

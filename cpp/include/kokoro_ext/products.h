@@ -51,6 +51,14 @@ inline RegisterVector Splat(float x) {
 #endif
 }
 
+inline RegisterVector LoadRegister(const float* p) {
+  RegisterVector v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void StoreRegister(float* p, RegisterVector v) { std::memcpy(p, &v, sizeof(v)); }
+
 /*!
  * \brief m[r][q] (+)= sum_{c < count} w[c][r] u[c][q] for r < kRows,
  *  q < kVectors * kVectorLanes, the sums kept in registers.  w is part of one packed
@@ -60,18 +68,13 @@ template <int kRows, int kVectors>
 inline void ProductKernel(const float* w, int64_t count, const float* u, int64_t u_stride, float* m,
                    int64_t m_stride, bool accumulate) {
   using V = RegisterVector;
-  auto load = [](const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-  };
   V acc[kRows][kVectors];
   for (int r = 0; r < kRows; ++r) {
     for (int v = 0; v < kVectors; ++v) acc[r][v] = V{};
   }
   for (int64_t c = 0; c < count; ++c, u += u_stride, w += kPack) {
     V uv[kVectors];
-    for (int v = 0; v < kVectors; ++v) uv[v] = load(u + v * kVectorLanes);
+    for (int v = 0; v < kVectors; ++v) uv[v] = LoadRegister(u + v * kVectorLanes);
     for (int r = 0; r < kRows; ++r) {
       const V wr = Splat(w[r]);
       for (int v = 0; v < kVectors; ++v) acc[r][v] += wr * uv[v];
@@ -80,8 +83,7 @@ inline void ProductKernel(const float* w, int64_t count, const float* u, int64_t
   for (int r = 0; r < kRows; ++r) {
     for (int v = 0; v < kVectors; ++v) {
       float* p = m + r * m_stride + v * kVectorLanes;
-      const V sum = accumulate ? load(p) + acc[r][v] : acc[r][v];
-      std::memcpy(p, &sum, sizeof(sum));
+      StoreRegister(p, accumulate ? LoadRegister(p) + acc[r][v] : acc[r][v]);
     }
   }
 }
