@@ -19,7 +19,12 @@ from kokoro_ext.run import native
 from kokoro_ext.run.runner import StageRunner
 from kokoro_ext.build.frontend import custom_convert_map
 from kokoro_ext.build.frontend.winograd import length_bounds
-from kokoro_ext.build.schedule import VectorizeReduction, library_dispatch_passes, relax_pipeline
+from kokoro_ext.build.schedule import (
+    ParallelizeSpatial,
+    VectorizeReduction,
+    library_dispatch_passes,
+    relax_pipeline,
+)
 
 # avx: 256-bit vectors, 8 float32 lanes
 HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
@@ -91,6 +96,57 @@ def test_symbolic_extent_never_long_enough_is_left_alone():
     assert VectorizeReduction().apply(short, HASWELL, False) is None
     long_enough = row_sums.with_attr("tir_var_upper_bound", {"n": 8})
     assert VectorizeReduction().apply(long_enough, HASWELL, False) is not None
+
+
+@T.prim_func(private=True, s_tir=True)
+def masked_channels(var_x: T.handle, var_m: T.handle, var_y: T.handle):
+    b, n = T.int64(), T.int64()
+    x = T.match_buffer(var_x, (b, T.int64(128), n))
+    m = T.match_buffer(var_m, (b, T.int64(1), n))
+    y = T.match_buffer(var_y, (b, T.int64(128), n))
+    for i, c, k in T.grid(b, T.int64(128), n):
+        with T.sblock("y"):
+            vi, vc, vk = T.axis.remap("SSS", [i, c, k])
+            y[vi, vc, vk] = x[vi, vc, vk] * m[vi, T.int64(0), vk]
+
+
+def test_elementwise_outer_loops_run_in_parallel():
+    # batch x channels shared among the cores; the time axis stays LLVM's to vectorize
+    @T.prim_func(private=True, s_tir=True)
+    def expected(var_x: T.handle, var_m: T.handle, var_y: T.handle):
+        b, n = T.int64(), T.int64()
+        x = T.match_buffer(var_x, (b, T.int64(128), n))
+        m = T.match_buffer(var_m, (b, T.int64(1), n))
+        y = T.match_buffer(var_y, (b, T.int64(128), n))
+        for i_c_fused in T.parallel(b * T.int64(128)):
+            for k in range(n):
+                with T.sblock("y"):
+                    vi = T.axis.spatial(b, i_c_fused // T.int64(128))
+                    vc = T.axis.spatial(T.int64(128), i_c_fused % T.int64(128))
+                    vk = T.axis.spatial(n, k)
+                    T.reads(x[vi, vc, vk], m[vi, T.int64(0), vk])
+                    T.writes(y[vi, vc, vk])
+                    y[vi, vc, vk] = x[vi, vc, vk] * m[vi, T.int64(0), vk]
+
+    sch = ParallelizeSpatial().apply(masked_channels, LLVM, False)
+    assert sch is not None
+    tvm.ir.assert_structural_equal(sch.mod["main"], expected)
+
+
+def test_small_elementwise_and_reductions_are_left_serial():
+    @T.prim_func(private=True, s_tir=True)
+    def small(x: T.Buffer((1, 4, 16)), y: T.Buffer((1, 4, 16))):
+        for i, c, k in T.grid(1, 4, 16):
+            with T.sblock("y"):
+                vi, vc, vk = T.axis.remap("SSS", [i, c, k])
+                y[vi, vc, vk] = x[vi, vc, vk] * T.float32(2)
+
+    assert ParallelizeSpatial().apply(small, LLVM, False) is None  # 64 elements
+    assert ParallelizeSpatial().apply(row_sums, LLVM, False) is None  # a reduction
+    # a symbolic length counts at its bound: 128 x 16 elements are too few to share
+    short = masked_channels.with_attr("tir_var_upper_bound", {"b": 1, "n": 16})
+    assert ParallelizeSpatial().apply(short, LLVM, False) is None
+    assert ParallelizeSpatial().apply(short.with_attr("tir_var_upper_bound", {"b": 1, "n": 128}), LLVM, False)
 
 
 def _loop_bodies(script: str, header: str) -> list[str]:

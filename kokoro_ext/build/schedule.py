@@ -1,5 +1,5 @@
 """The Relax pipeline our stages compile with: TVM's CPU pipeline plus our library dispatch
-and two schedule rules.
+and three schedule rules.
 
 In the library dispatch slot, before legalization, ``DispatchNativeKernels`` sends the
 GEMM-shaped ops to the native kernels (kokoro_ext.build.dispatch), static or symbolic shapes
@@ -30,9 +30,17 @@ length (torch.export Dim) is split the same way: the loop over whole vectors is 
 ``pragma_loop_partition_hint`` so that the lowering's LoopPartition pass peels the last,
 partial vector off it symbolically (the loop_partition primitive needs a static extent),
 leaving an unpredicated vector loop and a guarded scalar tail.
+
+``ParallelizeSpatial`` last: the elementwise loop nests (the inlined chains, and the
+single ops FuseOps leaves alone: residual adds, mask products, gathers) ran on one core
+while the native kernels around them used all.  Their outer loops (batch x channels) now
+run in parallel: on 2 cores, a 100-word paragraph's decoder went from 3.2-3.4 s to
+3.0-3.2 s, its source stage from 120 to 85 ms.
 """
 
 from __future__ import annotations
+
+import math
 
 import tvm
 from tvm import relax, s_tir, tirx
@@ -102,6 +110,48 @@ class VectorizeReduction(CPUScheduleRule):
                     return None
                 scheduled += 1
         return sch if scheduled else None
+
+
+class ParallelizeSpatial(CPUScheduleRule):
+    """Run the outer loops of a function's elementwise blocks on all the cores.
+
+    Each root block whose iterators are all spatial gets its loops but the innermost (which
+    LLVM vectorizes) fused into one parallel loop, where that loop can be long enough to
+    share: at least ``min_outer`` outer iterations and ``min_elements`` in all, a symbolic
+    extent counted at its upper bound.  Other blocks (reductions: VectorizeReduction's)
+    are left as they are.
+    """
+
+    def __init__(self, min_outer: int = 4, min_elements: int = 1 << 14):
+        self.min_outer = min_outer
+        self.min_elements = min_elements
+
+    def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, _: bool):
+        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        sch = s_tir.Schedule(func)
+        scheduled = 0
+        for block in _root_blocks(sch):
+            stmt, loops = sch.get(block), sch.get_loops(block)
+            if len(loops) < 2 or any(v.iter_type != tirx.IterVar.DataPar for v in stmt.iter_vars):
+                continue
+            if any(sch.get(loop).kind != tirx.ForKind.SERIAL for loop in loops):
+                continue
+            if not self._worth_sharing(sch, [sch.get(loop).extent for loop in loops]):
+                continue
+            try:
+                outer = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
+                sch.parallel(outer)
+            except s_tir.schedule.ScheduleError:  # loops shared with another block
+                continue
+            scheduled += 1
+        return sch if scheduled else None
+
+    def _worth_sharing(self, sch: s_tir.Schedule, extents: list[tirx.PrimExpr]) -> bool:
+        # A symbolic extent counts at its upper bound (the Dim's max, or unbounded).
+        bounds = [e.value if isinstance(e, tirx.IntImm) else _upper_bound(sch, e) for e in extents]
+        outer = math.prod(bounds[:-1])
+        return outer >= self.min_outer and outer * bounds[-1] >= self.min_elements
 
 
 # Vector register widths by CPU feature: TVM 0.27's llvm_get_vector_width says 512 bits
@@ -236,7 +286,7 @@ def relax_pipeline(target: tvm.target.Target, native_dense: bool = True) -> tvm.
                 library_dispatch_passes(target, native_dense)
                 + [relax.transform.EliminateCommonSubexpr(), relax.transform.LiftTransformParams()]
                 + cpu_generic.legalize_passes(target)
-                + [schedule_in_turn(InlineElementwise(), VectorizeReduction())]
+                + [schedule_in_turn(InlineElementwise(), VectorizeReduction(), ParallelizeSpatial())]
                 + cpu_generic.dataflow_lower_passes(target)
                 + cpu_generic.finalize_passes(target)
             )
