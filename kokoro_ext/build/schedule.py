@@ -87,7 +87,30 @@ def _inline_one(sch: s_tir.Schedule) -> bool:
     return False
 
 
-class VectorizeReduction(CPUScheduleRule):
+class _BlockRule(CPUScheduleRule):
+    """A rule that schedules each block under a function's root on its own: ``apply``
+    returns the schedule if ``schedule_block`` scheduled any, None if none or if one
+    raised a ScheduleError (the function is then left as it was)."""
+
+    def schedule_block(
+        self, sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV, target: tvm.target.Target
+    ) -> bool:
+        raise NotImplementedError
+
+    def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, _: bool):
+        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        sch = s_tir.Schedule(func)
+        scheduled = 0
+        try:
+            for block in _root_blocks(sch):
+                scheduled += self.schedule_block(sch, block, target)
+        except s_tir.schedule.ScheduleError:
+            return None
+        return sch if scheduled else None
+
+
+class VectorizeReduction(_BlockRule):
     """Parallelize and vectorize the reductions over a function's innermost axis.
 
     Each such block ``y[s] = reduce(f(x[s, k]) for k)`` (sum, max, ...: what ``rfactor``
@@ -96,23 +119,14 @@ class VectorizeReduction(CPUScheduleRule):
     without such a block is left unchanged.
     """
 
-    def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, _: bool):
-        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
-            return None
-        sch = s_tir.Schedule(func)
-        scheduled = 0
-        for block in _root_blocks(sch):
-            lanes = _innermost_reduction_lanes(sch, block, target)
-            if lanes:
-                try:
-                    _vectorize_reduction(sch, block, lanes)
-                except s_tir.schedule.ScheduleError:  # e.g. a reducer rfactor does not know
-                    return None
-                scheduled += 1
-        return sch if scheduled else None
+    def schedule_block(self, sch, block, target) -> bool:
+        lanes = _innermost_reduction_lanes(sch, block, target)
+        if lanes:
+            _vectorize_reduction(sch, block, lanes)  # a ScheduleError: rfactor's reducers
+        return bool(lanes)
 
 
-class ParallelizeSpatial(CPUScheduleRule):
+class ParallelizeSpatial(_BlockRule):
     """Run the outer loops of a function's elementwise blocks on all the cores.
 
     Each root block whose iterators are all spatial gets its loops but the innermost (which
@@ -126,26 +140,19 @@ class ParallelizeSpatial(CPUScheduleRule):
         self.min_outer = min_outer
         self.min_elements = min_elements
 
-    def apply(self, func: tirx.PrimFunc, target: tvm.target.Target, _: bool):
-        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
-            return None
-        sch = s_tir.Schedule(func)
-        scheduled = 0
-        for block in _root_blocks(sch):
-            stmt, loops = sch.get(block), sch.get_loops(block)
-            if len(loops) < 2 or any(v.iter_type != tirx.IterVar.DataPar for v in stmt.iter_vars):
-                continue
-            if any(sch.get(loop).kind != tirx.ForKind.SERIAL for loop in loops):
-                continue
-            if not self._worth_sharing(sch, [sch.get(loop).extent for loop in loops]):
-                continue
-            try:
-                outer = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
-                sch.parallel(outer)
-            except s_tir.schedule.ScheduleError:  # loops shared with another block
-                continue
-            scheduled += 1
-        return sch if scheduled else None
+    def schedule_block(self, sch, block, target) -> bool:
+        stmt, loops = sch.get(block), sch.get_loops(block)
+        if len(loops) < 2 or any(v.iter_type != tirx.IterVar.DataPar for v in stmt.iter_vars):
+            return False
+        if any(sch.get(loop).kind != tirx.ForKind.SERIAL for loop in loops):
+            return False
+        if not self._worth_sharing(sch, [sch.get(loop).extent for loop in loops]):
+            return False
+        try:
+            sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
+        except s_tir.schedule.ScheduleError:  # loops shared with another block
+            return False
+        return True
 
     def _worth_sharing(self, sch: s_tir.Schedule, extents: list[tirx.PrimExpr]) -> bool:
         # A symbolic extent counts at its upper bound (the Dim's max, or unbounded).
