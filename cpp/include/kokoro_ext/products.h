@@ -51,12 +51,14 @@ inline RegisterVector Splat(float x) {
 #endif
 }
 
+/*! \brief The kVectorLanes floats at p, any alignment. */
 inline RegisterVector LoadRegister(const float* p) {
   RegisterVector v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
 
+/*! \brief v to the kVectorLanes floats at p, any alignment. */
 inline void StoreRegister(float* p, RegisterVector v) { std::memcpy(p, &v, sizeof(v)); }
 
 /*!
