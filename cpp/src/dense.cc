@@ -15,6 +15,8 @@
  *     filter packed as taps [ceil(C_out / 8), K, C_in, 8] for products.h (done once, at
  *     build time, where the filter is a weight), zero rows past C_out
  *     options  Shape (padding, dilation)
+ *   kokoro_ext.taps_filter_shape(C_out, C_in, K) -> Shape [ceil(C_out / 8), K, C_in, 8]
+ *   kokoro_ext.taps_filter(w, taps)       w [C_out, C_in, K] packed as conv1d_taps takes it
  *   kokoro_ext.conv1d_transpose(options, x, w, bias, out)   conv_transpose1d, groups = 1
  *     options  Shape (stride, padding, output_padding)
  *     x [B, C_in, T_in]   w [C_in, C_out, K]   bias [C_out]   out [B, C_out, T_out]
@@ -173,10 +175,21 @@ void Conv1dTapsPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
   const int64_t K = taps.shape()[1], C_out = bias.shape()[0];
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
-  CheckShape(kName, "taps", taps, {PackedBlocks(C_out), K, C_in, kPack});
+  const std::vector<int64_t> shape = PackedTapsShape(C_out, C_in, K);
+  CheckShape(kName, "taps", taps, {shape[0], shape[1], shape[2], shape[3]});
   CheckShape(kName, "out", out, {B, C_out, T_out});
   Conv1dTaps(DataPtr<const float>(x), DataPtr<const float>(taps), DataPtr<const float>(bias),
              DataPtr<float>(out), B, C_in, T_in, C_out, K, pad, dilation, T_out);
+}
+
+void TapsFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView taps) {
+  constexpr const char* kName = "kokoro_ext.taps_filter";
+  CheckFloat32Cpu(kName, "w", w, 3);
+  CheckFloat32Cpu(kName, "taps", taps, 4);
+  const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
+  const std::vector<int64_t> shape = PackedTapsShape(C_out, C_in, K);
+  CheckShape(kName, "taps", taps, {shape[0], shape[1], shape[2], shape[3]});
+  PackTaps(DataPtr<const float>(w), DataPtr<float>(taps), C_out, C_in, K);
 }
 
 void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
@@ -310,6 +323,11 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef().def("kokoro_ext.conv1d", Conv1d)
       .def("kokoro_ext.conv1d_taps", Conv1dTapsPacked)
+      .def("kokoro_ext.taps_filter_shape",
+           [](int64_t C_out, int64_t C_in, int64_t K) {
+             return tvm::ffi::Shape(PackedTapsShape(C_out, C_in, K));
+           })
+      .def("kokoro_ext.taps_filter", TapsFilter)
       .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)
       .def("kokoro_ext.addmm", Addmm)
       .def("kokoro_ext.bmm", Bmm);

@@ -416,7 +416,8 @@ void Conv1dWinogradIfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   const int64_t pad = options[0], dilation = options[1], K = options[2];
   const int64_t C_in = x.shape()[1], T_in = x.shape()[2];
   const int64_t C_out = bias.shape()[0];
-  CheckShape(kName, "taps", taps, {PackedBlocks(C_out), K, C_in, kPack});
+  const std::vector<int64_t> shape = PackedTapsShape(C_out, C_in, K);
+  CheckShape(kName, "taps", taps, {shape[0], shape[1], shape[2], shape[3]});
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
   if (WinogradPays(C_in, C_out, K, dilation, T_out)) {
     Conv1dWinogradPacked(options, x, gw, bias, out);

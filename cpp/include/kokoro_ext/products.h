@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace kokoro_ext {
 
@@ -23,6 +24,14 @@ constexpr int64_t kPack = 8;
 
 /*! \brief Output channel blocks of a packed filter for C_out channels (the last zero-padded). */
 inline int64_t PackedBlocks(int64_t C_out) { return (C_out + kPack - 1) / kPack; }
+
+/*!
+ * \brief The shape of a [C_out, C_in, K] filter packed as taps (dense.cc's PackTaps):
+ *  [ceil(C_out / kPack)][K][C_in][kPack], zero rows past C_out.
+ */
+inline std::vector<int64_t> PackedTapsShape(int64_t C_out, int64_t C_in, int64_t K) {
+  return {PackedBlocks(C_out), K, C_in, kPack};
+}
 
 /*! \brief Product columns come in multiples of this (of every host's kVectorLanes). */
 constexpr int64_t kColumnMultiple = 16;

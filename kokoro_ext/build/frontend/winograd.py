@@ -22,7 +22,8 @@ one): the memory a one-library-per-stage build pays for never being slower than 
 static build at short lengths.
 
 A stride-1 call that stays direct becomes ``kokoro_ext.conv1d_taps`` on the filter
-packed as [ceil(C_out / 8), K, C_in, 8] (``_taps``), once, like the Winograd filter transform.
+packed as [ceil(C_out / 8), K, C_in, 8] by ``kokoro_ext.taps_filter`` (``_taps``), once,
+like the Winograd filter transform.
 """
 
 from __future__ import annotations
@@ -39,19 +40,43 @@ NATIVE_CONV1D_TAPS = "kokoro_ext.conv1d_taps"
 NATIVE_CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"
 NATIVE_CONV1D_WINOGRAD_IF_PAYS = "kokoro_ext.conv1d_winograd_if_pays"
 NATIVE_WINOGRAD_FILTER = "kokoro_ext.winograd_filter"
+NATIVE_TAPS_FILTER = "kokoro_ext.taps_filter"
 _CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
+
+
+def _filter_shape(transform: str, w_shape) -> list[int]:
+    """The shape the native ``transform`` (a filter transform) writes for a filter of
+    ``w_shape`` [C_out, C_in, K]: its ``<transform>_shape`` function's."""
+    native.load()
+    return [int(d) for d in tvm_ffi.get_global_func(transform + "_shape")(*(int(d) for d in w_shape))]
+
+
+def _transform_filter(transform: str, w: np.ndarray) -> np.ndarray:
+    """``w`` [C_out, C_in, K] through the native filter transform ``transform``."""
+    out = np.empty(_filter_shape(transform, w.shape), dtype="float32")
+    w = np.ascontiguousarray(w, dtype="float32")
+    tvm_ffi.get_global_func(transform)(tvm_ffi.from_dlpack(w), tvm_ffi.from_dlpack(out))
+    return out
+
+
+def _transform_filter_expr(transform: str, w: relax.Expr) -> relax.Expr:
+    """``w`` through the native filter transform ``transform``: now for a constant, by a
+    call that LiftTransformParams moves into the weight transform for a weight parameter."""
+    if isinstance(w, tvm.ir.expr.Constant):
+        return relax.const(_transform_filter(transform, w.value.numpy()))
+    shape = _filter_shape(transform, w.ty.shape.values)
+    return relax.call_dps_packed(transform, [w], relax.TensorType(shape, "float32"))
 
 
 def winograd_filter(w: np.ndarray) -> np.ndarray:
     """A [C_out, C_in, K] conv1d filter transformed for ``kokoro_ext.conv1d_winograd``."""
-    native.load()
-    shape = tvm_ffi.get_global_func("kokoro_ext.winograd_filter_shape")(*w.shape)
-    gw = np.empty(tuple(shape), dtype="float32")
-    w = np.ascontiguousarray(w, dtype="float32")
-    tvm_ffi.get_global_func("kokoro_ext.winograd_filter")(
-        tvm_ffi.from_dlpack(w), tvm_ffi.from_dlpack(gw)
-    )
-    return gw
+    return _transform_filter(NATIVE_WINOGRAD_FILTER, w)
+
+
+def pack_taps(w: np.ndarray) -> np.ndarray:
+    """A [C_out, C_in, K] conv1d filter packed for ``kokoro_ext.conv1d_taps`` by the
+    native library's own packing: [ceil(C_out / 8), K, C_in, 8], zero rows past C_out."""
+    return _transform_filter(NATIVE_TAPS_FILTER, w)
 
 
 def length_bounds(
@@ -102,46 +127,17 @@ def _winograd_call(
     if longest is None and not pays(c_in, c_out, taps, dilation, 1 << 40):
         return _taps_call(call, w, padding, dilation)  # the channels or taps rule it out
     options = relax.ShapeExpr([padding, dilation, taps])
-    if isinstance(w, relax.Var):
-        shape = tvm_ffi.get_global_func("kokoro_ext.winograd_filter_shape")(c_out, c_in, taps)
-        gw = relax.call_dps_packed(
-            NATIVE_WINOGRAD_FILTER, [w], relax.TensorType(list(shape), "float32")
-        )
-    else:
-        gw = relax.const(winograd_filter(w.value.numpy()))
+    gw = _transform_filter_expr(NATIVE_WINOGRAD_FILTER, w)
     if pays(c_in, c_out, taps, dilation, shortest):
         return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD, [options, x, gw, bias], call.ty_args[0])
     args = [options, x, _taps(w), gw, bias]
     return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD_IF_PAYS, args, call.ty_args[0])
 
 
-#: Output channels per block of a packed filter (kPack in cpp/include/kokoro_ext/products.h).
-PACK = 8
-
-
-def pack_taps(w: np.ndarray) -> np.ndarray:
-    """A [C_out, C_in, K] filter as ``kokoro_ext.conv1d_taps`` takes it:
-    [ceil(C_out / 8), K, C_in, 8], zero rows past C_out."""
-    c_out, c_in, taps = w.shape
-    blocks = -(-c_out // PACK)
-    padded = np.zeros((blocks * PACK, c_in, taps), np.float32)
-    padded[:c_out] = w
-    return np.ascontiguousarray(padded.reshape(blocks, PACK, c_in, taps).transpose(0, 3, 2, 1))
-
-
 def _taps(w: relax.Expr) -> relax.Expr:
-    """The filter packed for ``kokoro_ext.conv1d_taps``: here for a constant, by Relax ops
-    that LiftTransformParams moves into the weight transform for a weight parameter
-    (kokoro_ext.conv1d packs at every call: for a 1024 x 1090 x 3 filter that was most of
-    the call at short lengths)."""
-    if isinstance(w, tvm.ir.expr.Constant):
-        return relax.const(pack_taps(w.value.numpy()))
-    c_out, c_in, taps = (int(d) for d in w.ty.shape.values)
-    blocks = -(-c_out // PACK)
-    if blocks * PACK != c_out:
-        w = relax.op.nn.pad(w, [0, blocks * PACK - c_out, 0, 0, 0, 0])
-    w = relax.op.reshape(w, [blocks, PACK, c_in, taps])
-    return relax.op.permute_dims(w, [0, 3, 2, 1])
+    """The filter packed for ``kokoro_ext.conv1d_taps``, once (kokoro_ext.conv1d packs at
+    every call: for a 1024 x 1090 x 3 filter that was most of the call at short lengths)."""
+    return _transform_filter_expr(NATIVE_TAPS_FILTER, w)
 
 
 def _taps_call(call: relax.Call, w: relax.Expr, padding: int, dilation: int) -> relax.Call:
