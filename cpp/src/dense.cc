@@ -175,8 +175,7 @@ void Conv1dTapsPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
   const int64_t K = taps.shape()[1], C_out = bias.shape()[0];
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
-  const std::vector<int64_t> shape = PackedTapsShape(C_out, C_in, K);
-  CheckShape(kName, "taps", taps, {shape[0], shape[1], shape[2], shape[3]});
+  CheckShape(kName, "taps", taps, PackedTapsShape(C_out, C_in, K));
   CheckShape(kName, "out", out, {B, C_out, T_out});
   Conv1dTaps(DataPtr<const float>(x), DataPtr<const float>(taps), DataPtr<const float>(bias),
              DataPtr<float>(out), B, C_in, T_in, C_out, K, pad, dilation, T_out);
@@ -187,8 +186,7 @@ void TapsFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView taps) {
   CheckFloat32Cpu(kName, "w", w, 3);
   CheckFloat32Cpu(kName, "taps", taps, 4);
   const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
-  const std::vector<int64_t> shape = PackedTapsShape(C_out, C_in, K);
-  CheckShape(kName, "taps", taps, {shape[0], shape[1], shape[2], shape[3]});
+  CheckShape(kName, "taps", taps, PackedTapsShape(C_out, C_in, K));
   PackTaps(DataPtr<const float>(w), DataPtr<float>(taps), C_out, C_in, K);
 }
 

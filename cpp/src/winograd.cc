@@ -376,8 +376,7 @@ void WinogradFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView gw) {
   CheckFloat32Cpu(kName, "w", w, 3);
   CheckFloat32Cpu(kName, "gw", gw, 4);
   const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
-  const std::vector<int64_t> shape = FilterShape(C_out, C_in, K);
-  CheckShape(kName, "gw", gw, {shape[0], shape[1], shape[2], shape[3]});
+  CheckShape(kName, "gw", gw, FilterShape(C_out, C_in, K));
   FilterTransform(TransformFor(K), DataPtr<const float>(w), DataPtr<float>(gw), C_out, C_in, K);
 }
 
@@ -394,8 +393,7 @@ void Conv1dWinogradPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   const int64_t B = x.shape()[0], C_in = x.shape()[1], T_in = x.shape()[2];
   const int64_t C_out = out.shape()[1];
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
-  const std::vector<int64_t> shape = FilterShape(C_out, C_in, K);
-  CheckShape(kName, "gw", gw, {shape[0], shape[1], shape[2], shape[3]});
+  CheckShape(kName, "gw", gw, FilterShape(C_out, C_in, K));
   CheckShape(kName, "bias", bias, {C_out});
   CheckShape(kName, "out", out, {B, C_out, T_out});
   Conv1dWinograd(TransformFor(K), DataPtr<const float>(x), DataPtr<const float>(gw),
@@ -416,8 +414,7 @@ void Conv1dWinogradIfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   const int64_t pad = options[0], dilation = options[1], K = options[2];
   const int64_t C_in = x.shape()[1], T_in = x.shape()[2];
   const int64_t C_out = bias.shape()[0];
-  const std::vector<int64_t> shape = PackedTapsShape(C_out, C_in, K);
-  CheckShape(kName, "taps", taps, {shape[0], shape[1], shape[2], shape[3]});
+  CheckShape(kName, "taps", taps, PackedTapsShape(C_out, C_in, K));
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
   if (WinogradPays(C_in, C_out, K, dilation, T_out)) {
     Conv1dWinogradPacked(options, x, gw, bias, out);

@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace kokoro_ext {
 
@@ -49,9 +50,10 @@ inline void CheckFloat32Cpu(const char* kernel, const char* name, const tvm::ffi
   }
 }
 
-/*! \brief Require t to have exactly the given shape. */
-inline void CheckShape(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
-                       std::initializer_list<int64_t> expected) {
+/*! \brief Require t to have exactly the shape ``expected`` (a sequence of int64_t). */
+template <typename Dims>
+void CheckShapeDims(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
+                    const Dims& expected) {
   bool same = t.ndim() == static_cast<int>(expected.size());
   int i = 0;
   for (int64_t e : expected) same = same && t.shape()[i++] == e;
@@ -64,6 +66,18 @@ inline void CheckShape(const char* kernel, const char* name, const tvm::ffi::Ten
     TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must have shape " << want.str()
                               << ", got " << ShapeString(t.shape());
   }
+}
+
+/*! \brief Require t to have exactly the given shape. */
+inline void CheckShape(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
+                       std::initializer_list<int64_t> expected) {
+  CheckShapeDims(kernel, name, t, expected);
+}
+
+/*! \brief Require t to have exactly the given shape (a packed layout's shape function's). */
+inline void CheckShape(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
+                       const std::vector<int64_t>& expected) {
+  CheckShapeDims(kernel, name, t, expected);
 }
 
 /*!
