@@ -18,7 +18,9 @@ checkpoint's arrays and had the runtime transform them at every load).  FORMAT 4
 Winograd and direct-convolution filters among them are packed for the native kernels'
 own products (cpp/include/kokoro_ext/products.h), which format 3's are not.  FORMAT 5:
 the 7- and 11-tap Winograd filters are F(4, 7) and F(6, 6) transforms (format 4's were
-F(4, 4) in chunks; cpp/src/winograd.cc).
+F(4, 4) in chunks; cpp/src/winograd.cc).  FORMAT 6: the stage libraries take their
+buffers from the native library's storage pool (``kokoro_ext.alloc_storage``,
+cpp/src/storage.cc), which format 5's native library does not have.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from kokoro_ext.run import stamps
 MANIFEST = "manifest.json"
 CONFIG = "config.json"
 VOICE = "voice.npy"
-FORMAT = 5
+FORMAT = 6
 
 
 def stage_file(stage: str) -> str:

@@ -35,10 +35,11 @@ from kokoro_ext.run.weights import ALIGN
 #: its outputs; the runtime never does.
 TRANSFORM_PARAMS = "main_transform_params"
 #: The Relax VM's arguments to ``vm_initialization``: kDLCPU, device 0, the naive allocator
-#: (tvm.runtime.vm.VirtualMachine's NAIVE_ALLOCATOR).  "Naive": buffers go back to the
-#: system after each call.  The default pooled allocator keeps every freed buffer for
-#: reuse at the same size, and with symbolic lengths nearly every call has sizes of its
-#: own: the pool would only grow.
+#: (tvm.runtime.vm.VirtualMachine's NAIVE_ALLOCATOR).  A stage library takes its buffers
+#: from the native library's pool instead (kokoro_ext.build.memory), which reuses a freed
+#: buffer for any request it fits; the VM's pooled allocator keeps freed buffers for
+#: requests of exactly their size, and with symbolic lengths nearly every call has sizes
+#: of its own: that pool would only grow.
 _CPU, _NAIVE_ALLOCATOR = 1, 1
 _runtime_loaded = False
 

@@ -1,0 +1,160 @@
+/*!
+ * \file storage.cc
+ * \brief kokoro_ext.alloc_storage: the stage libraries' storage allocations, from a pool
+ *  that reuses freed buffers.
+ *
+ * A stage library's buffers have symbolic sizes (they follow the input's length), so the
+ * VM's pooled allocator, which keeps freed buffers for requests of exactly their size,
+ * would only grow, and the build uses its naive one.  That one hands every buffer back to
+ * the system when its last use is over: a large buffer is a fresh mmap on the next call,
+ * page-faulted in page by page.  On one word through the full model that was about 10,000
+ * page faults per synthesis, 5-8% of its time.  kokoro_ext.build.memory.pooled_storage
+ * sends a stage's alloc_storage calls here instead: a request takes the smallest freed
+ * buffer it fits in.  A larger buffer costs no memory by its size alone (only the pages
+ * a call writes are backed, and a reused buffer's first pages are the ones written
+ * before), so any fit is taken.  The pool keeps at most kMinCachedBytes of freed
+ * buffers, or the most it has had in use at once if that is more; the largest go back
+ * to the system first.
+ *
+ *   kokoro_ext.alloc_storage(size, dtype) -> vm.Storage   size Shape (nbytes,), on the CPU
+ *   kokoro_ext.storage_pool_stats() -> Shape (cached bytes, cached buffers, bytes in use,
+ *                                             most bytes in use at once)
+ *   kokoro_ext.storage_pool_clear()   frees every cached buffer
+ */
+#include <tvm/ffi/container/shape.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/reflection/registry.h>
+#include <tvm/runtime/memory/memory_manager.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace kokoro_ext {
+namespace {
+
+using tvm::runtime::memory::Allocator;
+using tvm::runtime::memory::Buffer;
+using tvm::runtime::memory::Storage;
+
+/*!
+ * \brief Freed bytes the pool keeps for reuse at least; beyond this and beyond the most it
+ *  has had in use at once, buffers go back to the system, the largest first.  (Sizes are
+ *  address space: memory planning sizes a buffer for the largest batch a stage takes,
+ *  and only the pages a call writes are ever backed.)
+ */
+constexpr size_t kMinCachedBytes = size_t{1} << 30;
+
+/*! \brief n rounded up to one of eight sizes per power of two (at most 12.5% more), so
+ *  that a buffer serves requests a little larger than the one it was made for. */
+size_t SizeClass(size_t n) {
+  if (n <= 4096) return 4096;
+  size_t octave = 4096;
+  while (octave * 2 < n) octave *= 2;
+  const size_t step = octave / 8;
+  return (n + step - 1) / step * step;
+}
+
+class StoragePool final : public Allocator {
+ public:
+  StoragePool() : Allocator(tvm::runtime::memory::kPooled) {}
+
+  Buffer Alloc(DLDevice device, size_t nbytes, size_t alignment, DLDataType) final {
+    Buffer buffer;
+    buffer.device = device;
+    buffer.alloc_type = type();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.lower_bound(nbytes);
+      if (it != free_.end()) {
+        buffer.size = it->first;
+        buffer.data = it->second;
+        cached_bytes_ -= it->first;
+        free_.erase(it);
+        used_bytes_ += buffer.size;
+        peak_used_bytes_ = std::max(peak_used_bytes_, used_bytes_);
+        return buffer;
+      }
+    }
+    buffer.size = SizeClass(nbytes);
+    if (posix_memalign(&buffer.data, std::max<size_t>(alignment, tvm::runtime::kAllocAlignment),
+                       buffer.size) != 0) {
+      TVM_FFI_THROW(RuntimeError) << "kokoro_ext.alloc_storage: out of memory allocating "
+                                  << buffer.size << " bytes";
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    used_bytes_ += buffer.size;
+    peak_used_bytes_ = std::max(peak_used_bytes_, used_bytes_);
+    return buffer;
+  }
+
+  void Free(const Buffer& buffer) final {
+    std::lock_guard<std::mutex> lock(mutex_);
+    used_bytes_ -= buffer.size;
+    free_.emplace(buffer.size, buffer.data);
+    cached_bytes_ += buffer.size;
+    while (cached_bytes_ > std::max(kMinCachedBytes, peak_used_bytes_)) {
+      auto largest = std::prev(free_.end());
+      cached_bytes_ -= largest->first;
+      std::free(largest->second);
+      free_.erase(largest);
+    }
+  }
+
+  void Clear() final {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, data] : free_) std::free(data);
+    free_.clear();
+    cached_bytes_ = 0;
+  }
+
+  size_t UsedMemory() const final {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return used_bytes_;
+  }
+
+  tvm::ffi::Shape Stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tvm::ffi::Shape({static_cast<int64_t>(cached_bytes_),
+                            static_cast<int64_t>(free_.size()),
+                            static_cast<int64_t>(used_bytes_),
+                            static_cast<int64_t>(peak_used_bytes_)});
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::multimap<size_t, void*> free_;  // capacity -> buffer
+  size_t cached_bytes_ = 0, used_bytes_ = 0, peak_used_bytes_ = 0;
+};
+
+/*! \brief The pool, made on first use and never destroyed: storages may outlive statics. */
+StoragePool& Pool() {
+  static StoragePool* pool = new StoragePool();
+  return *pool;
+}
+
+Storage AllocStorage(tvm::ffi::Shape size, DLDataType dtype) {
+  if (size.size() != 1 || size[0] < 0) {
+    TVM_FFI_THROW(ValueError) << "kokoro_ext.alloc_storage: size must be (nbytes,), got "
+                              << size;
+  }
+  const DLDevice cpu{kDLCPU, 0};
+  StoragePool& pool = Pool();
+  return Storage(pool.Alloc(cpu, static_cast<size_t>(size[0]), tvm::runtime::kAllocAlignment,
+                            dtype),
+                 &pool);
+}
+
+}  // namespace
+
+TVM_FFI_STATIC_INIT_BLOCK() {
+  namespace refl = tvm::ffi::reflection;
+  refl::GlobalDef()
+      .def("kokoro_ext.alloc_storage", AllocStorage)
+      .def("kokoro_ext.storage_pool_stats", []() { return Pool().Stats(); })
+      .def("kokoro_ext.storage_pool_clear", []() { Pool().Clear(); });
+}
+
+}  // namespace kokoro_ext

@@ -1,0 +1,130 @@
+"""The stage libraries' storage comes from the native pool (kokoro_ext.build.memory,
+cpp/src/storage.cc): the pass that sends R.vm.alloc_storage there, and the pool's reuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import tvm
+import tvm_ffi
+from torch import nn
+from torch.export import Dim
+from tvm.relax.frontend.torch import from_exported_program
+from tvm.script import ir as I
+from tvm.script import relax as R
+from tvm.script import tirx as T
+
+from kokoro_ext.build.memory import pooled_storage
+from kokoro_ext.build.schedule import finalize_passes, relax_pipeline
+from kokoro_ext.run import native
+from kokoro_ext.run.runner import StageRunner
+
+LLVM = tvm.target.Target({"kind": "llvm"})
+
+
+@pytest.fixture(scope="module")
+def pool():
+    native.load()
+
+    class Pool:
+        alloc = staticmethod(tvm_ffi.get_global_func("kokoro_ext.alloc_storage"))
+        clear = staticmethod(tvm_ffi.get_global_func("kokoro_ext.storage_pool_clear"))
+
+        @staticmethod
+        def cached() -> tuple[int, int]:
+            """(bytes, buffers) the pool holds for reuse."""
+            stats = tvm_ffi.get_global_func("kokoro_ext.storage_pool_stats")()
+            return int(stats[0]), int(stats[1])
+
+        def storage(self, nbytes: int):
+            return self.alloc(tvm_ffi.Shape([nbytes]), tvm_ffi.dtype("uint8"))
+
+    return Pool()
+
+
+def test_host_storage_goes_to_the_pool():
+    @I.ir_module
+    class Before:
+        @R.function(pure=False)
+        def main(x: R.Shape(["n"])):
+            n = T.int64()
+            a = R.vm.alloc_storage(R.shape([n * 4]), R.prim_value(0), R.dtype("uint8"), R.str("global"))
+            b = R.vm.alloc_storage(R.shape([64]), R.prim_value(-1), R.dtype("float32"), R.str("global"))
+            return (a, b)
+
+    @I.ir_module
+    class Expected:
+        @R.function(pure=False)
+        def main(x: R.Shape(["n"])):
+            n = T.int64()
+            a = R.call_packed("kokoro_ext.alloc_storage", R.shape([n * 4]), R.dtype("uint8"), ty_args=(R.Object,))
+            b = R.call_packed("kokoro_ext.alloc_storage", R.shape([64]), R.dtype("float32"), ty_args=(R.Object,))
+            return (a, b)
+
+    tvm.ir.assert_structural_equal(pooled_storage(Before), Expected)
+
+
+def test_other_devices_and_scopes_keep_the_vm_allocator():
+    @I.ir_module
+    class Before:
+        @R.function(pure=False)
+        def main():
+            a = R.vm.alloc_storage(R.shape([64]), R.prim_value(1), R.dtype("uint8"), R.str("global"))
+            b = R.vm.alloc_storage(R.shape([64]), R.prim_value(0), R.dtype("uint8"), R.str("texture"))
+            return (a, b)
+
+    tvm.ir.assert_structural_equal(pooled_storage(Before), Before)
+
+
+def test_pool_runs_right_after_lower_runtime_builtin():
+    names = [p.info.name for p in finalize_passes(LLVM)]
+    assert names[names.index("LowerRuntimeBuiltin") + 1] == "kokoro_ext.PooledStorage", names
+
+
+def test_freed_buffer_serves_the_next_request_it_fits(pool):
+    pool.clear()
+    first = pool.storage(1_000_000)
+    assert pool.cached() == (0, 0)
+    del first
+    held, count = pool.cached()
+    assert count == 1 and 1_000_000 <= held <= 1_000_000 * 9 // 8
+    second = pool.storage(900_000)  # fits in the freed one: taken from the pool
+    assert pool.cached() == (0, 0)
+    third = pool.storage(2_000_000)  # nothing cached: a new buffer
+    del second
+    assert pool.cached() == (held, 1)
+    del third
+    assert pool.cached()[1] == 2
+    pool.clear()
+    assert pool.cached() == (0, 0)
+
+
+def test_bad_size_is_a_clear_error(pool):
+    with pytest.raises(ValueError, match=r"kokoro_ext.alloc_storage: size must be \(nbytes,\)"):
+        pool.alloc(tvm_ffi.Shape([-1]), tvm_ffi.dtype("uint8"))
+    with pytest.raises(ValueError, match=r"kokoro_ext.alloc_storage: size must be \(nbytes,\)"):
+        pool.alloc(tvm_ffi.Shape([4, 4]), tvm_ffi.dtype("uint8"))
+
+
+class Smooth(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x - x.mean(-1, keepdim=True)) * 2.0 + x
+
+
+def test_compiled_stage_reuses_its_buffers_at_any_length(pool):
+    frames = Dim("frames", min=1, max=8192)
+    program = torch.export.export(Smooth(), (torch.randn(1, 64, 300),), dynamic_shapes=({2: frames},))
+    mod = from_exported_program(program)
+    runner = StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=relax_pipeline(LLVM)))
+    pool.clear()
+    x = np.random.default_rng(0).standard_normal((1, 64, 5000)).astype("float32")
+    for n in (5000, 5000, 3000, 4999):
+        (got,) = runner(torch.from_numpy(x[:, :, :n]))
+        xn = x[:, :, :n]
+        np.testing.assert_allclose(got, np.tanh(xn - xn.mean(-1, keepdims=True)) * 2 + xn, atol=1e-5)
+        if n == 5000:
+            after_first = pool.cached()
+    # The calls' buffers went back to the pool, and the shorter calls found theirs there.
+    assert after_first[1] >= 1, after_first
+    assert pool.cached()[1] == after_first[1], (after_first, pool.cached())
