@@ -273,16 +273,33 @@ void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
   // side in the product columns, so that each filter block read serves them all (short
   // inputs through wide layers have a few tiles per phase, and re-reading a 256-channel
   // filter per phase cost as much as the products), times an output-channel block.
-  const int64_t per_phase = (4 * MaxThreads() + B * d - 1) / (B * d);  // segments wanted
-  const int64_t width = std::min(
+  // The segments of a phase have equal widths (a phase of 8 k + 1 tiles made a one-tile
+  // segment), and where they stay half as wide, a multiple of the threads in number;
+  // the items have equal numbers of segments where that makes a multiple of the threads
+  // too: with whole items per thread, 9 equal items on 2 threads took as long as 10.
+  const int64_t threads = MaxThreads();
+  const int64_t per_phase = (4 * threads + B * d - 1) / (B * d);  // segments wanted
+  const int64_t widest = std::min(
       tiles, std::max(kMinTileColumns, std::min(kMaxTileColumns, tiles / per_phase)));
-  const int64_t column_tiles = (tiles + width - 1) / width;
+  int64_t column_tiles = (tiles + widest - 1) / widest;
+  for (int64_t more = column_tiles; more < column_tiles + threads; ++more) {
+    if (B * d * more % threads == 0 && tiles / more >= kMinTileColumns / 2) {
+      column_tiles = more;
+      break;
+    }
+  }
+  const int64_t width = (tiles + column_tiles - 1) / column_tiles;
   const int64_t segments = B * d * column_tiles;
   const int64_t width16 = RoundColumns(width);
   const int64_t width_in = width16 + (chunks - 1) * shift;  // a segment's product columns
-  const int64_t group = std::max<int64_t>(
-      1, std::min((segments + 2 * MaxThreads() - 1) / (2 * MaxThreads()),
-                  kMaxTileColumns / width_in));
+  int64_t group = std::max<int64_t>(
+      1, std::min((segments + 2 * threads - 1) / (2 * threads), kMaxTileColumns / width_in));
+  for (int64_t even = group; even >= 1; --even) {
+    if (segments % even == 0 && segments / even % threads == 0) {
+      group = even;
+      break;
+    }
+  }
   const int64_t column_items = (segments + group - 1) / group;
   const int64_t packed = PackedBlocks(C_out), depth = chunks * C_in;
   const int64_t wanted = OutputBlocks(column_items, C_out);
