@@ -124,6 +124,25 @@ def test_attention_products_go_to_bmm():
     assert ir.count('"kokoro_ext.bmm"') == 2
 
 
+@pytest.mark.parametrize(
+    # few rows with fewer entries than threads: products.h over the columns (N % 16 one at a
+    # time); otherwise OpenBLAS per entry
+    "batch,rows,inner,cols",
+    [(1, 7, 768, 768), (1, 5, 64, 50), (1, 64, 32, 300), (1, 65, 32, 48), (12, 7, 64, 7)],
+)
+def test_einsum_with_a_weight_goes_to_bmm(batch, rows, inner, cols):
+    class Project(nn.Module):  # ALBERT's attention output projection: an einsum with a weight
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(batch, inner, cols) / inner**0.5)
+
+        def forward(self, x):
+            return torch.bmm(x, self.w)
+
+    ir = compiled_matches_torch(Project(), torch.randn(batch, rows, inner))
+    assert '"kokoro_ext.bmm"' in ir
+
+
 def test_grouped_convolution_keeps_tvm_lowering():
     depthwise = nn.ConvTranspose1d(6, 6, 3, stride=2, padding=1, output_padding=1, groups=6)
     ir = compiled_matches_torch(depthwise, torch.randn(1, 6, 10))

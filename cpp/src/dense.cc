@@ -237,6 +237,46 @@ void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::
   });
 }
 
+/*!
+ * \brief out[m][n] = (bias ? bias[n] : 0) + sum_k x[m][k] w[k][n] for few rows M (kokoro's
+ *  style projections: one; ALBERT on a short text: a few dozen tokens): the weight is
+ *  nearly all the bytes, and OpenBLAS packed it at every call.  products.h instead, with
+ *  the rows of x packed as the broadcast operand and w's columns as the vector operand:
+ *  w is read once, as it is, its columns shared out to the threads.
+ */
+void SmallRowsProduct(const float* px, const float* pw, const float* pb, float* po, int64_t M,
+                      int64_t K, int64_t N) {
+  // x [M, K] packed as a one-tap filter of M output channels over K input channels.
+  const int64_t packed = PackedBlocks(M);
+  float* xp = Workspace<0>(packed * K * kPack);
+  PackTaps(px, xp, M, K, 1);
+  // Columns of whole vectors; the last N % 16 (w's row ends, which a vector would read
+  // past) one at a time.
+  const int64_t N16 = N / kColumnMultiple * kColumnMultiple;
+  const int64_t width = std::max<int64_t>(
+      kColumnMultiple, std::min(kColumnTile, RoundColumns(N16 / (4 * MaxThreads()))));
+  const int64_t tiles = (N16 + width - 1) / width;
+  // Small products (kokoro's AdaIN style projections: one row) cost less than waking
+  // the thread team.
+  ParallelFor(tiles, [&](int64_t tile) {
+    const int64_t n0 = tile * width, cols = std::min(width, N16 - n0);
+    float* Mo = Workspace<2>(packed * kPack * cols);
+    PackedProduct(xp, K, packed, 1, K, pw + n0, N, 0, cols, Mo, cols);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t q = 0; q < cols; ++q) {
+        po[m * N + n0 + q] = Mo[m * cols + q] + (pb ? pb[n0 + q] : 0.f);
+      }
+    }
+  }, M * N * K >= kMinParallelFlops);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = N16; n < N; ++n) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < K; ++k) acc += px[m * K + k] * pw[k * N + n];
+      po[m * N + n] = (pb ? pb[n] : 0.f) + acc;
+    }
+  }
+}
+
 void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
            tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.addmm";
@@ -262,37 +302,7 @@ void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorVi
     }, M * N * K >= kMinParallelFlops);
     return;
   }
-  // Few rows (kokoro's style projections: one; ALBERT on a short text: a few dozen
-  // tokens): the weight is nearly all the bytes, and OpenBLAS packed it at every call.
-  // products.h instead, with the rows of x packed as the broadcast operand and w's
-  // columns as the vector operand: w is read once, as it is.
-  // x [M, K] packed as a one-tap filter of M output channels over K input channels.
-  const int64_t packed = PackedBlocks(M);
-  float* xp = Workspace<0>(packed * K * kPack);
-  PackTaps(px, xp, M, K, 1);
-  // Columns of whole vectors; the last N % 16 (w's row ends, which a vector would read
-  // past) one at a time.
-  const int64_t N16 = N / kColumnMultiple * kColumnMultiple;
-  const int64_t width = std::max<int64_t>(
-      kColumnMultiple, std::min(kColumnTile, RoundColumns(N16 / (4 * MaxThreads()))));
-  const int64_t tiles = (N16 + width - 1) / width;
-  // Small products (kokoro's AdaIN style projections: one row) cost less than waking
-  // the thread team.
-  ParallelFor(tiles, [&](int64_t tile) {
-    const int64_t n0 = tile * width, cols = std::min(width, N16 - n0);
-    float* Mo = Workspace<2>(packed * kPack * cols);
-    PackedProduct(xp, K, packed, 1, K, pw + n0, N, 0, cols, Mo, cols);
-    for (int64_t m = 0; m < M; ++m) {
-      for (int64_t q = 0; q < cols; ++q) po[m * N + n0 + q] = Mo[m * cols + q] + pb[n0 + q];
-    }
-  }, M * N * K >= kMinParallelFlops);
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t n = N16; n < N; ++n) {
-      float acc = 0.f;
-      for (int64_t k = 0; k < K; ++k) acc += px[m * K + k] * pw[k * N + n];
-      po[m * N + n] = pb[n] + acc;
-    }
-  }
+  SmallRowsProduct(px, pw, pb, po, M, K, N);
 }
 
 void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView out) {
@@ -306,6 +316,14 @@ void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView ou
   const float* px = DataPtr<const float>(x);
   const float* pw = DataPtr<const float>(w);
   float* po = DataPtr<float>(out);
+  if (M <= kSmallRows && B < MaxThreads()) {
+    // Too few entries to spread over the cores (ALBERT's attention output projection, an
+    // einsum with its weight: one), and few rows: the columns go to the cores instead.
+    for (int64_t b = 0; b < B; ++b) {
+      SmallRowsProduct(px + b * M * K, pw + b * K * N, nullptr, po + b * M * N, M, K, N);
+    }
+    return;
+  }
   // One GEMM per batch entry (ALBERT's attention heads), the heads spread over the cores.
   ParallelFor(B, [&](int64_t b) {
     scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.f, px + b * M * K, K,
