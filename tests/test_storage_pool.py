@@ -13,7 +13,6 @@ from torch.export import Dim
 from tvm.relax.frontend.torch import from_exported_program
 from tvm.script import ir as I
 from tvm.script import relax as R
-from tvm.script import tirx as T
 
 from kokoro_ext.build.memory import pooled_storage
 from kokoro_ext.build.schedule import finalize_passes, relax_pipeline
@@ -47,18 +46,16 @@ def test_host_storage_goes_to_the_pool():
     @I.ir_module
     class Before:
         @R.function(pure=False)
-        def main(x: R.Shape(["n"])):
-            n = T.int64()
-            a = R.vm.alloc_storage(R.shape([n * 4]), R.prim_value(0), R.dtype("uint8"), R.str("global"))
+        def main(size: R.Shape(ndim=1)):
+            a = R.vm.alloc_storage(size, R.prim_value(0), R.dtype("uint8"), R.str("global"))
             b = R.vm.alloc_storage(R.shape([64]), R.prim_value(-1), R.dtype("float32"), R.str("global"))
             return (a, b)
 
     @I.ir_module
     class Expected:
         @R.function(pure=False)
-        def main(x: R.Shape(["n"])):
-            n = T.int64()
-            a = R.call_packed("kokoro_ext.alloc_storage", R.shape([n * 4]), R.dtype("uint8"), ty_args=(R.Object,))
+        def main(size: R.Shape(ndim=1)):
+            a = R.call_packed("kokoro_ext.alloc_storage", size, R.dtype("uint8"), ty_args=(R.Object,))
             b = R.call_packed("kokoro_ext.alloc_storage", R.shape([64]), R.dtype("float32"), ty_args=(R.Object,))
             return (a, b)
 
