@@ -6,12 +6,12 @@ with.  The runtime gives it the naive one (kokoro_ext.run.runner: the pooled one
 freed buffers for requests of exactly their size, and the sizes follow the input's
 length), and the naive one returns every buffer to the system after its last use: the
 next call's buffers are fresh mmaps, page-faulted in again (about 10,000 page faults per
-synthesis of one word, 5-7% of its time).
+synthesis of one word, 5-8% of its time).
 
 ``pooled_storage`` runs right after ``LowerRuntimeBuiltin`` (the pipeline's
-kokoro_ext.build.schedule.relax_pipeline) and sends each CPU ``R.vm.alloc_storage`` to
-``kokoro_ext.alloc_storage`` (cpp/src/storage.cc): a pool that serves a request from a
-freed buffer at most a quarter larger, and keeps a bounded amount of freed memory.  The
+kokoro_ext.build.schedule.finalize_passes) and sends each host ``R.vm.alloc_storage`` to
+``kokoro_ext.alloc_storage`` (cpp/src/storage.cc): a pool that serves a request from the
+smallest freed buffer it fits in, and keeps a bounded amount of freed memory.  The
 storage it returns is the VM's own ``vm.Storage``, so ``R.vm.alloc_tensor`` and the kills
 ``KillAfterLastUse`` placed work on it unchanged.
 """
