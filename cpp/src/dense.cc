@@ -182,11 +182,8 @@ void Conv1dTapsPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
 }
 
 void TapsFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView taps) {
-  constexpr const char* kName = "kokoro_ext.taps_filter";
-  CheckFloat32Cpu(kName, "w", w, 3);
-  CheckFloat32Cpu(kName, "taps", taps, 4);
-  const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
-  CheckShape(kName, "taps", taps, PackedTapsShape(C_out, C_in, K));
+  const auto [C_out, C_in, K] =
+      CheckFilterTransformArgs("kokoro_ext.taps_filter", w, "taps", taps, PackedTapsShape);
   PackTaps(DataPtr<const float>(w), DataPtr<float>(taps), C_out, C_in, K);
 }
 

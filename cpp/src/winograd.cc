@@ -389,11 +389,8 @@ bool WinogradPays(int64_t C_in, int64_t C_out, int64_t K, int64_t dilation, int6
 }
 
 void WinogradFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView gw) {
-  constexpr const char* kName = "kokoro_ext.winograd_filter";
-  CheckFloat32Cpu(kName, "w", w, 3);
-  CheckFloat32Cpu(kName, "gw", gw, 4);
-  const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
-  CheckShape(kName, "gw", gw, FilterShape(C_out, C_in, K));
+  const auto [C_out, C_in, K] =
+      CheckFilterTransformArgs("kokoro_ext.winograd_filter", w, "gw", gw, FilterShape);
   FilterTransform(TransformFor(K), DataPtr<const float>(w), DataPtr<float>(gw), C_out, C_in, K);
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <array>
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -98,6 +99,23 @@ inline void CheckConvArgs(const char* kernel, const char* options_meaning, size_
   CheckFloat32Cpu(kernel, filter_name, filter, filter_ndim);
   CheckFloat32Cpu(kernel, "bias", bias, 1);
   CheckFloat32Cpu(kernel, "out", out, 3);
+}
+
+/*!
+ * \brief The checks every filter transform (a weight packed or transformed once, at build
+ *  time) starts with: w is a float32 CPU filter [C_out, C_in, K], and ``out`` a float32
+ *  CPU tensor of the shape ``layout(C_out, C_in, K)`` gives.  Returns {C_out, C_in, K}.
+ */
+template <typename Layout>
+std::array<int64_t, 3> CheckFilterTransformArgs(const char* kernel, const tvm::ffi::TensorView& w,
+                                                const char* out_name,
+                                                const tvm::ffi::TensorView& out, Layout layout) {
+  CheckFloat32Cpu(kernel, "w", w, 3);
+  const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
+  const std::vector<int64_t> expected = layout(C_out, C_in, K);
+  CheckFloat32Cpu(kernel, out_name, out, static_cast<int>(expected.size()));
+  CheckShape(kernel, out_name, out, expected);
+  return {C_out, C_in, K};
 }
 
 /*! \brief Typed pointer to the first element, honouring the DLPack byte offset. */
