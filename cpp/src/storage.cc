@@ -65,24 +65,14 @@ class StoragePool final : public Allocator {
     Buffer buffer;
     buffer.device = device;
     buffer.alloc_type = type();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.lower_bound(nbytes);
-      if (it != free_.end()) {
-        buffer.size = it->first;
-        buffer.data = it->second;
-        cached_bytes_ -= it->first;
-        free_.erase(it);
-        used_bytes_ += buffer.size;
-        peak_used_bytes_ = std::max(peak_used_bytes_, used_bytes_);
-        return buffer;
+    if (!TakeCached(nbytes, &buffer)) {
+      buffer.size = SizeClass(nbytes);
+      if (posix_memalign(&buffer.data,
+                         std::max<size_t>(alignment, tvm::runtime::kAllocAlignment),
+                         buffer.size) != 0) {
+        TVM_FFI_THROW(RuntimeError) << "kokoro_ext.alloc_storage: out of memory allocating "
+                                    << buffer.size << " bytes";
       }
-    }
-    buffer.size = SizeClass(nbytes);
-    if (posix_memalign(&buffer.data, std::max<size_t>(alignment, tvm::runtime::kAllocAlignment),
-                       buffer.size) != 0) {
-      TVM_FFI_THROW(RuntimeError) << "kokoro_ext.alloc_storage: out of memory allocating "
-                                  << buffer.size << " bytes";
     }
     std::lock_guard<std::mutex> lock(mutex_);
     used_bytes_ += buffer.size;
@@ -124,6 +114,18 @@ class StoragePool final : public Allocator {
   }
 
  private:
+  /*! \brief The smallest freed buffer of at least nbytes into *buffer, if there is one. */
+  bool TakeCached(size_t nbytes, Buffer* buffer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.lower_bound(nbytes);
+    if (it == free_.end()) return false;
+    buffer->size = it->first;
+    buffer->data = it->second;
+    cached_bytes_ -= it->first;
+    free_.erase(it);
+    return true;
+  }
+
   mutable std::mutex mutex_;
   std::multimap<size_t, void*> free_;  // capacity -> buffer
   size_t cached_bytes_ = 0, used_bytes_ = 0, peak_used_bytes_ = 0;
