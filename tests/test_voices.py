@@ -13,6 +13,8 @@ from kokoro_ext.build import fetch
 from kokoro_ext.run import cache
 from kokoro_ext.build.cli import parse_args, resolve_sources
 from kokoro_ext.build.model import VOICE_SHAPE, list_voices, load_voice, load_voice_array, resolve_voice
+from kokoro_ext.run.errors import BadInput, UnknownVoice
+from kokoro_ext.run.voices import VoiceDirectory
 from kokoro_ext.run.say import main as say_main
 
 
@@ -59,6 +61,38 @@ def test_voices_load_by_name(voices):
 def test_an_unknown_name_lists_the_voices(voices):
     with pytest.raises(ValueError, match=r"no voice 'af_nobody' in .*af_test, bm_test, zf_test"):
         load_voice_array("af_nobody")
+
+
+def test_a_voice_that_is_not_there_is_the_callers_mistake(voices, tmp_path):
+    for spec in ("af_nobody", tmp_path / "missing.bin"):
+        with pytest.raises(UnknownVoice) as caught:
+            load_voice_array(spec)
+        assert isinstance(caught.value, BadInput) and caught.value.param == "voice"
+
+
+def test_a_voice_directory_takes_names_and_aliases_only(voices, tmp_path):
+    (voices / "Not A Name.bin").write_bytes(b"")  # no voice name: neither listed nor reachable
+    (voices.parent / "outside.bin").write_bytes(_pack(6).astype("<f4").tobytes())
+    directory = VoiceDirectory(voices, aliases={"test": "bm_test", "gone": "af_gone"})
+    assert directory.names == ["af_test", "bm_test", "zf_test"]
+    assert np.array_equal(directory.load("af_test"), _pack(1))
+    assert np.array_equal(directory.load("test"), _pack(2))  # .npy, through the alias
+    assert directory.resolve("test") == "bm_test"
+    for voice in ("../outside", str(voices.parent / "outside.bin"), "af_gone", "gone", "Not A Name", ["af_test"]):
+        with pytest.raises(UnknownVoice, match=r"unknown voice .*; one of af_test, bm_test, zf_test or test \(bm_test\)$"):
+            directory.load(voice)
+    with pytest.raises(UnknownVoice, match="there are no voices"):
+        VoiceDirectory(tmp_path / "none").resolve("af_test")
+
+
+def test_a_voice_directory_refuses_a_pack_with_nan(voices):
+    bad = _pack(7)
+    bad[3, 0, 9] = np.inf
+    bad.astype("<f4").tofile(voices / "af_bad.bin")
+    directory = VoiceDirectory(voices)
+    with pytest.raises(ValueError, match="af_bad.bin holds NaN or Inf") as caught:
+        directory.load("af_bad")
+    assert not isinstance(caught.value, BadInput)  # the directory's fault, not the caller's
 
 
 def test_a_name_without_fetched_voices_says_to_fetch(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from kokoro_ext.run import artifacts, cpu
+from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.geometry import Geometry
 from kokoro_ext.run.pipeline import AnyLength, LengthOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.run.runner import StageRunner, load_library
@@ -66,7 +67,7 @@ def check_speed(speed: float) -> None:
     except (TypeError, ValueError):
         value = math.nan
     if not SPEED_RANGE[0] <= value <= SPEED_RANGE[1]:
-        raise ValueError(f"speed must be in [{SPEED_RANGE[0]}, {SPEED_RANGE[1]}], got {speed!r}")
+        raise BadSpeed(f"speed must be in [{SPEED_RANGE[0]}, {SPEED_RANGE[1]}], got {speed!r}")
 
 
 def check_cpu(manifest: dict, directory: Path, host: cpu.HostCPU | None = None) -> None:
@@ -208,7 +209,7 @@ class Synthesizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if not text.strip():
-            raise ValueError("no text to synthesize: the text is empty or only whitespace")
+            raise NothingToSay("no text to synthesize: the text is empty or only whitespace")
         check_speed(speed)
         limit = self._chunk_limits(chunk_limit)
         voice_pack = self._voice_pack(voice)
@@ -257,7 +258,10 @@ class Synthesizer:
                     # durations are known only after the text stage: halve and try again
                     split = split_in_two(piece)
                     if split is None:
-                        raise
+                        raise TooLong(
+                            f"{piece.phonemes!r} needs more than this build takes in one call "
+                            "and cannot be cut shorter"
+                        )
                     halves += split[::-1]
                     continue
                 yield Chunk(
@@ -272,7 +276,7 @@ class Synthesizer:
                 index += 1
                 previous = piece.end
         if index == 0:
-            raise ValueError(
+            raise NothingToSay(
                 f"nothing to say in {front.language.name.split()[-1]} in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
                 "it has no words, only punctuation or symbols without a pronunciation"
             )
@@ -319,7 +323,7 @@ class Synthesizer:
     def _run(self, phonemes: str, voice: np.ndarray, speed: float, seed: int) -> Trace:
         ids = phonemes_to_ids(phonemes, self.vocab)
         if not phonemes.strip() or len(ids) <= 2:
-            raise ValueError(f"no phonemes to synthesize in {phonemes!r}")
+            raise NothingToSay(f"no phonemes to synthesize in {phonemes!r}")
         style = voice_style(voice, len(ids) - 2)
         with self._lock:
             return synthesize_ids(
