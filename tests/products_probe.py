@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import tvm_ffi
 
-from kokoro_ext.build.frontend.winograd import pack_taps, winograd_filter
+from kokoro_ext.build.passes.winograd import pack_taps, winograd_filter
 from kokoro_ext.run import native
 
 CONVS = [(64, 48, 700, 11, 5), (64, 64, 301, 7, 1), (40, 22, 257, 3, 3)]  # C_in, C_out, T, K, d

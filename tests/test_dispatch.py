@@ -1,4 +1,4 @@
-"""DispatchNativeKernels (kokoro_ext.build.dispatch): which Relax ops go to the native kernels,
+"""DispatchNativeKernels (kokoro_ext.build.passes.dispatch): which Relax ops go to the native kernels,
 with static and symbolic shapes, and a symbolic-length module compiled end to end."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from tvm.script import tirx as T
 
 from kokoro_ext.run import native
 from kokoro_ext.run.runner import StageRunner
-from kokoro_ext.build.dispatch import DispatchNativeKernels
+from kokoro_ext.build.passes.dispatch import DispatchNativeKernels
 from kokoro_ext.build.export import DecoderStage
 from kokoro_ext.build.frontend import custom_convert_map
 from kokoro_ext.build.model import build_model, small_config
-from kokoro_ext.build.schedule import library_dispatch_passes, relax_pipeline
+from kokoro_ext.build.pipeline import get_default_pipeline, library_dispatch_passes
 from kokoro_ext.build.stages import STAGES, Geometry
 
 LLVM = tvm.target.Target({"kind": "llvm"})
@@ -415,7 +415,7 @@ def test_symbolic_length_module_compiles_to_native_kernels():
     assert ops.count("kokoro_ext.addmm") == 1, ops
     assert ops.count("kokoro_ext.bmm") == 2, ops
 
-    run = StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=relax_pipeline(LLVM)))
+    run = StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=get_default_pipeline(LLVM)))
     for length in (37, 61):
         x = torch.randn(1, 4, length)
         with torch.no_grad():
@@ -460,7 +460,7 @@ def test_decoder_with_symbolic_frames_goes_to_native_kernels():
     ops = Counter(_ops(dispatched))
     assert ops["relax.nn.conv1d"] == 0 and ops["relax.matmul"] == 0, ops
     # every convolution is native; the long stride-1 ones take Winograd where it pays at
-    # every length, or choose per call where it pays at some (kokoro_ext.build.frontend.winograd)
+    # every length, or choose per call where it pays at some (kokoro_ext.build.passes.winograd)
     winograd = ops["kokoro_ext.conv1d_winograd"] + ops["kokoro_ext.conv1d_winograd_if_pays"]
     assert winograd > 0, ops
     direct = ops["kokoro_ext.conv1d"] + ops["kokoro_ext.conv1d_taps"]

@@ -15,7 +15,8 @@ from tvm.relax.frontend.torch import from_exported_program
 from kokoro_ext.build.compiler import compile_module
 from kokoro_ext.build.export.decoder_stage import sin_squared, snake
 from kokoro_ext.build.export.masked import masked_instance_norm
-from kokoro_ext.build.schedule import VectorizeReduction, relax_pipeline
+from kokoro_ext.build.passes.schedule import VectorizeReduction
+from kokoro_ext.build.pipeline import get_default_pipeline
 
 
 def test_sin_squared_matches_torch():
@@ -50,7 +51,7 @@ def test_fused_elementwise_chain_is_one_loop_nest_and_exact():
     # The pipeline up to TIR: the chain after the statistics must be a single block.
     target = tvm.target.Target({"kind": "llvm"})
     exported = torch.export.export(AdaINSnake(), (x, gamma, beta, alpha))
-    mod = relax_pipeline(target)(from_exported_program(exported))
+    mod = get_default_pipeline(target)(from_exported_program(exported))
     funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     chain = [f for name, f in funcs.items() if "sin" in name or "round" in name]
     assert chain, sorted(funcs)
@@ -75,8 +76,8 @@ LLVM = tvm.target.Target({"kind": "llvm"})
 
 
 def _prim_funcs(module: torch.nn.Module, *args: torch.Tensor) -> dict[str, tvm.tirx.PrimFunc]:
-    """The module's PrimFuncs as relax_pipeline leaves them (scheduled, not lowered)."""
-    mod = relax_pipeline(LLVM)(from_exported_program(torch.export.export(module, args)))
+    """The module's PrimFuncs as the pipeline leaves them (scheduled, not lowered)."""
+    mod = get_default_pipeline(LLVM)(from_exported_program(torch.export.export(module, args)))
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 

@@ -1,4 +1,4 @@
-"""The stage libraries' storage comes from the native pool (kokoro_ext.build.memory,
+"""The stage libraries' storage comes from the native pool (kokoro_ext.build.passes.memory,
 cpp/src/storage.cc): the pass that sends R.vm.alloc_storage there, and the pool's reuse."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from tvm.relax.frontend.torch import from_exported_program
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from kokoro_ext.build.memory import pooled_storage
-from kokoro_ext.build.schedule import finalize_passes, relax_pipeline
+from kokoro_ext.build.passes.memory import pooled_storage
+from kokoro_ext.build.pipeline import finalize_passes, get_default_pipeline
 from kokoro_ext.run import native
 from kokoro_ext.run.runner import StageRunner
 
@@ -113,7 +113,7 @@ def test_compiled_stage_reuses_its_buffers_at_any_length(pool):
     frames = Dim("frames", min=1, max=8192)
     program = torch.export.export(Smooth(), (torch.randn(1, 64, 300),), dynamic_shapes=({2: frames},))
     mod = from_exported_program(program)
-    runner = StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=relax_pipeline(LLVM)))
+    runner = StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=get_default_pipeline(LLVM)))
     pool.clear()
     x = np.random.default_rng(0).standard_normal((1, 64, 5000)).astype("float32")
     for n in (5000, 5000, 3000, 4999):

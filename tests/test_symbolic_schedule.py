@@ -18,13 +18,9 @@ from tvm.script import tirx as T
 from kokoro_ext.run import native
 from kokoro_ext.run.runner import StageRunner
 from kokoro_ext.build.frontend import custom_convert_map
-from kokoro_ext.build.frontend.winograd import length_bounds
-from kokoro_ext.build.schedule import (
-    ParallelizeSpatial,
-    VectorizeReduction,
-    library_dispatch_passes,
-    relax_pipeline,
-)
+from kokoro_ext.build.passes.winograd import length_bounds
+from kokoro_ext.build.passes.schedule import ParallelizeSpatial, VectorizeReduction
+from kokoro_ext.build.pipeline import get_default_pipeline, library_dispatch_passes
 
 # avx: 256-bit vectors, 8 float32 lanes
 HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})
@@ -219,7 +215,7 @@ def test_symbolic_masked_statistics_are_vectorized_and_match_numpy():
         MaskedStatistics(), (x, mask), dynamic_shapes=({2: frames}, {2: frames})
     )
     mod = from_exported_program(program)
-    scheduled = relax_pipeline(LLVM)(mod)
+    scheduled = get_default_pipeline(LLVM)(mod)
     sums = {
         gv.name_hint: f.script() for gv, f in scheduled.functions.items()
         if isinstance(f, tirx.PrimFunc) and "sum" in gv.name_hint
@@ -229,7 +225,7 @@ def test_symbolic_masked_statistics_are_vectorized_and_match_numpy():
         assert "T.parallel" in script and "T.vectorized" in script, name
         assert "pragma_loop_partition_hint" in script, name
 
-    runner = StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=relax_pipeline(LLVM)))
+    runner = StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=get_default_pipeline(LLVM)))
     for n in (1, 9, 37, 1001):  # 1, and lengths that are no multiple of any lane count
         rng = np.random.default_rng(n)
         x = (rng.standard_normal((1, 24, n)) * 3 + 1).astype("float32")
@@ -268,7 +264,7 @@ def _dispatched(mod: tvm.IRModule) -> str:
 
 
 def _runner(mod: tvm.IRModule) -> StageRunner:
-    return StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=relax_pipeline(LLVM)))
+    return StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=get_default_pipeline(LLVM)))
 
 
 @pytest.mark.usefixtures("kernels")

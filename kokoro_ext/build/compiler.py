@@ -26,7 +26,7 @@ from tvm.relax.frontend import detach_params
 from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
-from kokoro_ext.build.schedule import relax_pipeline
+from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
 from kokoro_ext.build.stages import StageSpec
 from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_tensor
 
@@ -84,7 +84,7 @@ def compile_module(
     ``dynamic_shapes`` as torch.export takes it (None: static shapes); ``lstm_backend``
     chooses the LSTM's lowering (kokoro_ext.build.frontend), ``native_dense`` whether the
     pipeline dispatches the GEMM-shaped ops to the native kernels
-    (kokoro_ext.build.schedule.relax_pipeline).
+    (kokoro_ext.build.pipeline).
     """
     mod, ir_lines, seconds, _ = _import(module, example, dynamic_shapes, lstm_backend, False)
     executable = _compile(mod, target, native_dense, seconds)
@@ -149,10 +149,7 @@ def _import(module, example, dynamic_shapes, lstm_backend, keep_weights):
 def _compile(mod, target, native_dense, seconds):
     start = time.perf_counter()
     target = tvm.target.Target(target)
-    # tvm.compile's "default" Relax pipeline is the target-specific one only for GPUs; for
-    # llvm it skips operator fusion.  Ours is the CPU pipeline plus the native kernels'
-    # dispatch and inlining (schedule.py).
-    pipeline = relax_pipeline(target, native_dense)
+    pipeline = get_default_pipeline(target, PipelineOptions(native_dense=native_dense))
     executable = tvm.compile(mod, target=target, relax_pipeline=pipeline)
     seconds["compile"] = time.perf_counter() - start
     return executable

@@ -1,8 +1,8 @@
 """The Relax side: converters for ``from_exported_program(custom_convert_map=...)``.
 
 The GEMM-shaped ops (1-D convolutions, addmm, bmm) keep the importer's converters and go
-to the native kernels in the pipeline instead (kokoro_ext.build.dispatch), where symbolic
-shapes are known.
+to the native kernels in the pipeline instead (kokoro_ext.build.passes.dispatch), where
+symbolic shapes are known.
 """
 
 from .elementwise import convert_pow, convert_tanh

@@ -1,14 +1,5 @@
-"""The Relax pipeline our stages compile with: TVM's CPU pipeline plus our library dispatch
-and three schedule rules.
-
-In the library dispatch slot, before legalization, ``DispatchNativeKernels`` sends the
-GEMM-shaped ops to the native kernels (kokoro_ext.build.dispatch), static or symbolic shapes
-alike, and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
-Winograd (kokoro_ext.build.frontend.winograd).  Then ``LiftTransformParams`` moves whatever
-depends on the weights alone (weight norm, transposes, Winograd filters) out of ``main``
-into ``main_transform_params``, which the build runs once on the checkpoint
-(kokoro_ext.build.compiler.transform_weights): it stores the outputs, the runtime passes
-them to ``main`` as they are, and nothing recomputes their transforms.
+"""Our schedule rules for the fused PrimFuncs, applied in turn by ``schedule_in_turn``
+(kokoro_ext.build.pipeline runs them right after operator fusion).
 
 TVM 0.27's CPU pipeline (relax.backend.cpu_generic) fuses operators (FuseOps/FuseTIR) but
 applies no schedule to the fused functions: each op in a fused function stays its own
@@ -36,10 +27,6 @@ single ops FuseOps leaves alone: residual adds, mask products, gathers) ran on o
 while the native kernels around them used all.  Their outer loops (batch x channels) now
 run in parallel: on 2 cores, a 100-word paragraph's decoder went from 3.2-3.4 s to
 3.0-3.2 s, its source stage from 120 to 85 ms.
-
-Among the finalization passes, once ``LowerRuntimeBuiltin`` has made the planned storage
-allocations VM calls, ``pooled_storage`` sends them to the native library's pool
-(kokoro_ext.build.memory).
 """
 
 from __future__ import annotations
@@ -47,15 +34,12 @@ from __future__ import annotations
 import math
 
 import tvm
-from tvm import relax, s_tir, tirx
-from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
+from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis.common_analysis import get_sblockrealize as _get_sblock_realize
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from tvm.target.codegen import target_has_features
 
-from kokoro_ext.build.dispatch import DispatchNativeKernels
-from kokoro_ext.build.frontend.winograd import length_bounds, winograd_conv1d
-from kokoro_ext.build.memory import pooled_storage
+from kokoro_ext.build.passes.winograd import length_bounds
 
 
 class InlineElementwise(CPUScheduleRule):
@@ -274,48 +258,3 @@ def schedule_in_turn(*rules: CPUScheduleRule) -> tvm.transform.Pass:
         return mod
 
     return _pass
-
-
-def library_dispatch_passes(
-    target: tvm.target.Target, native_dense: bool = True
-) -> list[tvm.transform.Pass]:
-    """cpu_generic's library dispatch passes, after ours when ``native_dense``: the native
-    kernels first, then Winograd on the convolutions that dispatch sent to them (its
-    weights are the constants the importer bound)."""
-    ours = [DispatchNativeKernels(), winograd_conv1d] if native_dense else []
-    return ours + cpu_generic.library_dispatch_passes(target)
-
-
-def finalize_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
-    """cpu_generic's finalization passes, with the host storage allocations sent to the
-    native pool (kokoro_ext.build.memory) once LowerRuntimeBuiltin has made them VM calls."""
-    passes = []
-    for p in cpu_generic.finalize_passes(target):
-        passes.append(p)
-        if p.info.name == "LowerRuntimeBuiltin":
-            passes.append(pooled_storage)
-    if pooled_storage not in passes:
-        raise RuntimeError("cpu_generic.finalize_passes has no LowerRuntimeBuiltin: "
-                           "kokoro_ext.build.memory.pooled_storage has nowhere to run")
-    return passes
-
-
-def relax_pipeline(target: tvm.target.Target, native_dense: bool = True) -> tvm.transform.Pass:
-    """cpu_generic's passes with our library dispatch (``native_dense``: whether the GEMM-shaped
-    ops go to the native kernels or keep TVM's lowering) and our schedule rules applied after
-    operator fusion."""
-
-    @tvm.transform.module_pass(opt_level=0)
-    def _pipeline(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        with target:
-            passes = (
-                library_dispatch_passes(target, native_dense)
-                + [relax.transform.EliminateCommonSubexpr(), relax.transform.LiftTransformParams()]
-                + cpu_generic.legalize_passes(target)
-                + [schedule_in_turn(InlineElementwise(), VectorizeReduction(), ParallelizeSpatial())]
-                + cpu_generic.dataflow_lower_passes(target)
-                + finalize_passes(target)
-            )
-            return tvm.transform.Sequential(passes)(mod)
-
-    return _pipeline

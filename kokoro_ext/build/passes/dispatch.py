@@ -1,8 +1,8 @@
 """Dispatch of GEMM-shaped Relax ops to the native kernels (cpp/src/dense.cc), as a pass.
 
 Like TVM's library dispatch passes (relax.backend.DispatchSortScan), ``DispatchNativeKernels``
-runs first in the pipeline (kokoro_ext.build.schedule.relax_pipeline), on the module as imported,
-and reads each op's shapes from its Relax type: a symbolic length (a ``T.int64`` size var
+runs first in the pipeline (kokoro_ext.build.pipeline.library_dispatch_passes), on the
+module as imported, and reads each op's shapes from its Relax type: a symbolic length (a ``T.int64`` size var
 from torch.export.Dim) is as good as a static one, since the kernels read their shapes
 from the tensors at run time.  For float32:
 
@@ -18,7 +18,7 @@ from the tensors at run time.  For float32:
 
 A convolution without a bias gets a zero one.  The result has the op's own type, so a
 symbolic output length is the PrimExpr Relax inferred for it.  Where a rule does not apply
-the op is left as it is, for LegalizeOps.  kokoro_ext.build.frontend.winograd then turns the
+the op is left as it is, for LegalizeOps.  kokoro_ext.build.passes.winograd then turns the
 long stride-1 ``kokoro_ext.conv1d`` calls into Winograd.
 """
 

@@ -1,6 +1,6 @@
 """Winograd for the long stride-1 convolutions: a Relax pass over the imported module.
 
-It runs in the pipeline right after kokoro_ext.build.dispatch.DispatchNativeKernels: a
+It runs in the pipeline right after kokoro_ext.build.passes.dispatch.DispatchNativeKernels: a
 ``kokoro_ext.conv1d`` call with stride 1, for a shape where the native library says
 Winograd pays, becomes ``kokoro_ext.conv1d_winograd`` (cpp/src/winograd.cc) on a
 transformed filter, the way TVM's conv2d_winograd_without_weight_transform takes a
@@ -34,7 +34,7 @@ import tvm_ffi
 from tvm import relax, sym
 
 from kokoro_ext.run import native
-from kokoro_ext.build.dispatch import NATIVE_CONV1D
+from kokoro_ext.build.passes.dispatch import NATIVE_CONV1D
 
 NATIVE_CONV1D_TAPS = "kokoro_ext.conv1d_taps"
 NATIVE_CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"

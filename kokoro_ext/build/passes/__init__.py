@@ -1,0 +1,30 @@
+"""Our Relax and TIR passes, one module per family; kokoro_ext.build.pipeline orders them.
+
+  dispatch   DispatchNativeKernels: GEMM-shaped ops -> the native kernels
+  winograd   winograd_conv1d: long stride-1 native convolutions -> Winograd or packed taps
+  schedule   InlineElementwise, VectorizeReduction, ParallelizeSpatial, schedule_in_turn
+  memory     pooled_storage: host storage allocations -> the native pool
+"""
+
+from .dispatch import DispatchNativeKernels
+from .memory import pooled_storage
+from .schedule import (
+    InlineElementwise,
+    ParallelizeSpatial,
+    VectorizeReduction,
+    schedule_in_turn,
+)
+from .winograd import length_bounds, pack_taps, winograd_conv1d, winograd_filter
+
+__all__ = [
+    "DispatchNativeKernels",
+    "InlineElementwise",
+    "ParallelizeSpatial",
+    "VectorizeReduction",
+    "length_bounds",
+    "pack_taps",
+    "pooled_storage",
+    "schedule_in_turn",
+    "winograd_conv1d",
+    "winograd_filter",
+]

@@ -1,0 +1,107 @@
+"""The Relax pipeline our stages compile with, in the shape of TVM's CPU pipeline
+(tvm.relax.backend.cpu_generic.pipeline): four named pass lists and the pipeline that
+runs them in order.  This is the one place that decides which passes run and where.
+
+  library_dispatch_passes  ``DispatchNativeKernels`` sends the GEMM-shaped ops to the
+      native kernels (kokoro_ext.build.passes.dispatch), static or symbolic shapes alike,
+      and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
+      Winograd (kokoro_ext.build.passes.winograd); then cpu_generic's.
+  legalize_passes  ``LiftTransformParams`` first moves whatever depends on the weights
+      alone (weight norm, transposes, Winograd filters) out of ``main`` into
+      ``main_transform_params``, which the build runs once on the checkpoint
+      (kokoro_ext.build.compiler.transform_weights): nothing recomputes them at run time.
+      Then cpu_generic's legalization and fusion, and our schedule rules on the fused
+      functions (kokoro_ext.build.passes.schedule), where TVM's GPU pipelines put
+      dlight's: cpu_generic schedules nothing.
+  dataflow_lower_passes  cpu_generic's.
+  finalize_passes  cpu_generic's, with ``pooled_storage`` right after
+      ``LowerRuntimeBuiltin`` has made the planned storage allocations VM calls
+      (kokoro_ext.build.passes.memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import relax
+from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
+
+from kokoro_ext.build.passes import (
+    DispatchNativeKernels,
+    InlineElementwise,
+    ParallelizeSpatial,
+    VectorizeReduction,
+    pooled_storage,
+    schedule_in_turn,
+    winograd_conv1d,
+)
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What a build may choose about the pipeline."""
+
+    #: Whether the GEMM-shaped ops go to the native kernels or keep TVM's lowering.
+    native_dense: bool = True
+
+
+def library_dispatch_passes(
+    target: tvm.target.Target, native_dense: bool = True
+) -> list[tvm.transform.Pass]:
+    """Ours when ``native_dense``, then cpu_generic's: the native kernels first, then
+    Winograd on the convolutions dispatch sent to them (its weights are the constants the
+    importer bound, or the function's weight parameters)."""
+    ours = [DispatchNativeKernels(), winograd_conv1d] if native_dense else []
+    return ours + cpu_generic.library_dispatch_passes(target)
+
+
+def legalize_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+    """Weight transforms lifted out of ``main``, cpu_generic's legalization and fusion,
+    then our schedule rules on each fused PrimFunc in turn."""
+    # CSE first: ALBERT shares one layer's weights across its 12 layers, whose transposes
+    # would otherwise be lifted (and stored) 12 times.
+    lift = [relax.transform.EliminateCommonSubexpr(), relax.transform.LiftTransformParams()]
+    schedule = schedule_in_turn(InlineElementwise(), VectorizeReduction(), ParallelizeSpatial())
+    return lift + cpu_generic.legalize_passes(target) + [schedule]
+
+
+def dataflow_lower_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+    """cpu_generic's."""
+    return cpu_generic.dataflow_lower_passes(target)
+
+
+def finalize_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+    """cpu_generic's, with the host storage allocations sent to the native pool once
+    LowerRuntimeBuiltin has made them VM calls."""
+    passes = []
+    for p in cpu_generic.finalize_passes(target):
+        passes.append(p)
+        if p.info.name == "LowerRuntimeBuiltin":
+            passes.append(pooled_storage)
+    if pooled_storage not in passes:
+        raise RuntimeError("cpu_generic.finalize_passes has no LowerRuntimeBuiltin: "
+                           "kokoro_ext.build.passes.memory.pooled_storage has nowhere to run")
+    return passes
+
+
+def get_default_pipeline(
+    target: tvm.target.Target, options: PipelineOptions | None = None
+) -> tvm.transform.Pass:
+    """The four lists in order, run under ``target``: what ``tvm.compile`` takes as its
+    ``relax_pipeline`` (its "default" is the target-specific pipeline only for GPUs; for
+    llvm it skips operator fusion)."""
+    options = options or PipelineOptions()
+
+    @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.Pipeline")
+    def _pipeline(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        with target:
+            seq = tvm.transform.Sequential(
+                library_dispatch_passes(target, options.native_dense)
+                + legalize_passes(target)
+                + dataflow_lower_passes(target)
+                + finalize_passes(target)
+            )
+            return seq(mod)
+
+    return _pipeline
