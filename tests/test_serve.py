@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import soundfile
 import uvicorn
 
 from kokoro_ext import Synthesizer
+from kokoro_ext.run.pipeline import NonFiniteOutput
 from kokoro_ext.serve import ServerOptions, create_app
 from kokoro_ext.serve import audio
 from kokoro_ext.serve.app import chunk_phonemes
@@ -236,6 +238,105 @@ def test_api_key(server):
     with pytest.raises(openai.AuthenticationError):
         wrong.audio.speech.create(model="tts-1", voice="alloy", input="Hi.")
     assert post(url, speech()).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/audio/voices", "/v1/models", "/v1/nothing-here"])
+def test_the_api_key_guards_every_path_but_health(server, path):
+    url, _ = server
+    for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": f"Basic {KEY}"}):
+        response = httpx.get(f"{url}{path}", headers=headers)
+        assert response.status_code == 401, (path, headers)
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert response.json()["error"]["type"] == "authentication_error"
+    authorized = httpx.get(f"{url}{path}", headers={"authorization": f"Bearer {KEY}"})
+    assert authorized.status_code == (404 if path == "/v1/nothing-here" else 200)
+    assert httpx.get(f"{url}/health").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "fields, param",
+    [
+        ({"voice": "zz_nobody"}, "voice"),
+        ({"voice": "../secret"}, "voice"),
+        ({"speed": 3.0}, "speed"),  # the Synthesizer's range, not the server's
+        ({"input": "... !!!"}, "input"),  # found by the Synthesizer once it reads the text
+        ({"model": "gpt-9"}, "model"),
+    ],
+)
+def test_a_client_error_names_its_field(server, fields, param):
+    url, _ = server
+    response = post(url, speech(**fields))
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["param"], error["type"]) == (param, "invalid_request_error")
+
+
+class BrokenBuild:
+    """A Synthesizer stand-in failing as a corrupt build would: when the stream is made
+    (``at_call``) or when its first chunk is asked for."""
+
+    def __init__(self, error: Exception, at_call: bool):
+        self.error, self.at_call = error, at_call
+
+    def stream(self, text, voice, speed, chunk_limit=None):
+        if self.at_call:
+            raise self.error
+
+        def chunks():
+            raise self.error
+            yield
+
+        return chunks()
+
+
+@pytest.mark.parametrize("at_call", [True, False])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("/srv/build/decoder.so: SHA-256 differs from the manifest"),
+        RuntimeError("/srv/build/weights.bin is truncated"),
+        FileNotFoundError("/srv/build/text.so"),
+        NonFiniteOutput("decoder returned NaN (/srv/build)"),
+    ],
+)
+def test_a_broken_build_is_a_500_that_tells_the_client_nothing(voices, caplog, error, at_call):
+    app = create_app(options(voices), BrokenBuild(error, at_call))
+    with caplog.at_level(logging.ERROR, logger="kokoro_ext.serve.app"), running(app) as (url, app):
+        response = post(url, speech(), key=None)
+    assert response.status_code == 500
+    body = response.json()["error"]
+    assert body["type"] == "server_error" and body["param"] is None
+    assert "/srv/build" not in response.text and type(error).__name__ not in response.text
+    # the details are in the server's log, with the traceback
+    logged = [r for r in caplog.records if r.name == "kokoro_ext.serve.app" and "/srv/build" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].levelno == logging.ERROR
+    assert logged[0].exc_info[1] is error
+
+
+def test_a_voice_with_nan_is_refused(synth, voices, tmp_path, caplog):
+    directory = tmp_path / "voices"
+    directory.mkdir()
+    pack = np.fromfile(voices / "af_heart.bin", "<f4")
+    pack.tofile(directory / "af_heart.bin")
+    pack[1000] = np.nan
+    pack.tofile(directory / "af_broken.bin")
+    app = create_app(options(directory), synth)
+    with caplog.at_level(logging.ERROR, logger="kokoro_ext.serve.app"), running(app) as (url, app):
+        response = post(url, speech(voice="af_broken", input="Hi."), key=None)
+        assert response.status_code == 500 and "NaN" not in response.text
+        assert post(url, speech(voice="af_heart", input="Hi.", response_format="pcm"), key=None).status_code == 200
+    assert any("af_broken.bin holds NaN or Inf" in r.getMessage() for r in caplog.records)
+
+
+def test_voices_as_npy_are_served(synth, voices, tmp_path):
+    directory = tmp_path / "voices"
+    directory.mkdir()
+    np.save(directory / "af_sky.npy", np.fromfile(voices / "af_heart.bin", "<f4").reshape(510, 1, 256))
+    app = create_app(options(directory), synth)
+    with running(app) as (url, app):
+        assert httpx.get(f"{url}/v1/audio/voices").json()["voices"] == ["af_sky"]
+        response = post(url, speech(voice="af_sky", input="Hi.", response_format="pcm"), key=None)
+    assert response.status_code == 200 and response.content == _pcm(synth, "Hi.")
 
 
 def test_body_without_length_is_still_limited(server):

@@ -17,7 +17,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
     p = argparse.ArgumentParser(prog="python -m kokoro_ext.serve", description=__doc__)
     p.add_argument("--artifacts", type=Path, default=d.artifacts, help="the build (default: %(default)s)")
     p.add_argument("--voices", type=Path, default=None,
-                   help="directory of <name>.bin voice packs (default: the fetched voices)")
+                   help="directory of <name>.bin (or .npy, .pt) voice packs (default: the fetched voices)")
     p.add_argument("--host", default=d.host, help="default: %(default)s")
     p.add_argument("--port", type=int, default=d.port, help="default: %(default)s")
     p.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),

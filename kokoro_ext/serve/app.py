@@ -5,7 +5,10 @@
 ``GET /v1/audio/voices`` lists the voices, ``GET /v1/models`` the accepted model names,
 ``GET /health`` says whether the server is up and how busy it is (never behind the API
 key, for load balancers' probes).  Errors are OpenAI's JSON shape,
-``{"error": {"message", "type", "param", "code"}}``, never a traceback.
+``{"error": {"message", "type", "param", "code"}}``, never a traceback: a 4xx for what
+the client got wrong (kokoro_ext.run.errors.BadInput names the field), and for anything
+else (a broken build, a bug) a 500 that says nothing of the server, whose details go to
+the log.
 """
 
 from __future__ import annotations
@@ -14,21 +17,24 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import math
 import os
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kokoro_ext.run.errors import BadInput
+from kokoro_ext.run.voices import VoiceDirectory
 from kokoro_ext.serve import audio
 from kokoro_ext.serve.scheduler import END, Job, QueueFull, Scheduler
 
@@ -46,8 +52,10 @@ OPENAI_VOICES = {
 API_KEY_ENV = "KOKORO_EXT_API_KEY"
 #: ServerOptions as JSON, for ``app_from_env`` in uvicorn's worker processes.
 OPTIONS_ENV = "KOKORO_EXT_SERVE_OPTIONS"
-_VOICE_NAME = re.compile(r"^[a-z]{2}_[a-z0-9]+$")  # af_heart; no dots, no slashes
-_VOICE_VALUES = 510 * 1 * 256  # a voice pack: float32 [510, 1, 256]
+#: Paths served without the API key: load balancers probe them.
+OPEN_PATHS = ("/health",)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,48 +82,6 @@ class ServerOptions:
     first_chunk_phonemes: int = 16
     first_chunk_wait: float = 0.75
     warmup: bool = True  # synthesize a word at startup, so the first request is not slower
-
-
-def default_voices_dir() -> Path:
-    """The fetched voices, as kokoro_ext.run.cache finds them."""
-    from kokoro_ext.run import cache
-
-    return cache.voices_dir()
-
-
-class Voices:
-    """The voice packs (``<name>.bin``) of one directory, read once each, by name only.
-
-    A voice is looked up among the names listed in the directory, never joined onto a
-    path, so ``../x`` or ``/etc/passwd`` cannot reach a file outside it.
-    """
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self.names = (
-            sorted(p.stem for p in directory.glob("*.bin") if _VOICE_NAME.match(p.stem))
-            if directory.is_dir()
-            else []
-        )
-        self._packs: dict[str, np.ndarray] = {}
-
-    def resolve(self, voice: str) -> str:
-        """The Kokoro name of ``voice`` (a Kokoro name or an OpenAI one); KeyError if none."""
-        name = OPENAI_VOICES.get(voice, voice)
-        if name not in self.names:
-            raise KeyError(voice)
-        return name
-
-    def pack(self, name: str) -> np.ndarray:
-        """The voice pack of a listed name, float32 [510, 1, 256] (read on first use)."""
-        if name not in self.names:
-            raise KeyError(name)
-        if name not in self._packs:  # 0.5 MB each: 54 voices are 28 MB once all are used
-            data = np.fromfile(self.directory / f"{name}.bin", dtype="<f4")
-            if data.size != _VOICE_VALUES:
-                raise ValueError(f"voice file {name}.bin holds {data.size} values, not {_VOICE_VALUES}")
-            self._packs[name] = data.reshape(510, 1, 256)
-        return self._packs[name]
 
 
 def chunk_phonemes(index: int, starting: int, waited: float, options: ServerOptions) -> int:
@@ -155,6 +121,29 @@ class HTTPError(Exception):
         return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
+class APIKeyMiddleware:
+    """401 for every HTTP request without ``Authorization: Bearer KEY``, but to OPEN_PATHS.
+
+    Plain ASGI rather than BaseHTTPMiddleware, which would put the streamed response and
+    the disconnect watch of SpeechStream behind a stream of its own.
+    """
+
+    def __init__(self, app: ASGIApp, api_key: str):
+        self.app, self.key = app, api_key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS and not self._authorized(scope):
+            refusal = HTTPError(401, "missing or wrong API key: send 'Authorization: Bearer KEY'",
+                                headers={"WWW-Authenticate": "Bearer"})
+            await refusal.response()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), self.key)
+
+
 @dataclass
 class SpeechRequest:
     """A validated ``POST /v1/audio/speech`` body."""
@@ -165,8 +154,9 @@ class SpeechRequest:
     speed: float
 
 
-def parse_speech(body: bytes, voices: Voices, options: ServerOptions) -> SpeechRequest:
-    """Validate a request body; HTTPError(400) naming the field and what is allowed."""
+def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
+    """Validate a request body; HTTPError(400), or UnknownVoice for the voice, naming the
+    field and what is allowed."""
     try:
         payload = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -188,18 +178,7 @@ def parse_speech(body: bytes, voices: Voices, options: ServerOptions) -> SpeechR
             f"'input' has {len(text)} characters; at most {options.max_input_chars} are allowed",
             "input",
         )
-    voice = payload["voice"]
-    try:
-        name = voices.resolve(voice) if isinstance(voice, str) else None
-    except KeyError:
-        name = None
-    if name is None:
-        raise HTTPError(
-            400,
-            f"unknown voice {voice!r}; one of {', '.join(voices.names)} "
-            f"or OpenAI's {', '.join(f'{k} ({v})' for k, v in OPENAI_VOICES.items())}",
-            "voice",
-        )
+    name = voices.resolve(payload["voice"])  # by name or OpenAI's alias only, never a path
     response_format = payload.get("response_format", "mp3")  # OpenAI's default
     if response_format not in audio.FORMATS:
         raise HTTPError(
@@ -247,7 +226,7 @@ class SpeechStream:
             if first is None:
                 return
             if isinstance(first, Exception):
-                await _error_response(first).__call__(scope, receive, send)
+                await _error_response(first)(scope, receive, send)
                 return
             headers = [(b"content-type", audio.MEDIA_TYPES[self.format].encode())]
             if self.format in ("pcm", "wav"):
@@ -261,8 +240,11 @@ class SpeechStream:
                 if data:
                     await self._send(send, {"type": "http.response.body", "body": data, "more_body": True})
                 chunk = await self._next(gone)
-                if chunk is None or isinstance(chunk, Exception):
-                    return  # gone, or failed mid-stream: the response is cut short
+                if chunk is None:
+                    return  # gone
+                if isinstance(chunk, Exception):  # too late for an error status: cut short
+                    _log_failure(chunk, "speech response cut short")
+                    return
             tail = await _encode(lambda _: encoder.finish(), None, self.format)
             await self._send(send, {"type": "http.response.body", "body": tail, "more_body": False})
         except (OSError, asyncio.TimeoutError):
@@ -299,9 +281,22 @@ async def _encode(feed, data, response_format: str) -> bytes:
 
 
 def _error_response(error: Exception) -> JSONResponse:
-    if isinstance(error, ValueError):  # the Synthesizer's refusal, with its reason
-        return HTTPError(400, str(error)).response()
-    return HTTPError(500, f"synthesis failed: {type(error).__name__}").response()
+    """The response to a request that failed with ``error``, by its type alone."""
+    if isinstance(error, HTTPError):
+        return error.response()
+    if isinstance(error, BadInput):  # the run side's refusal of the client's input
+        return HTTPError(400, str(error), error.param).response()
+    # Anything else is the server's own failure (missing or corrupt artifacts, NaN output,
+    # a bug): its message may name files and internals, so it goes to the log only.
+    _log_failure(error, "speech request failed")
+    return HTTPError(500, "the server could not synthesize this request").response()
+
+
+def _log_failure(error: Exception, what: str) -> None:
+    if isinstance(error, BadInput):
+        log.info("%s: %s", what, error)
+    else:
+        log.error("%s: %s: %s", what, type(error).__name__, error, exc_info=error)
 
 
 def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
@@ -314,21 +309,13 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
         raise ValueError("chunk_phonemes and first_chunk_phonemes must be at least 1")
     if not options.first_chunk_wait >= 0:
         raise ValueError("first_chunk_wait must be a number of seconds >= 0")
-    voices = Voices(Path(options.voices) if options.voices else default_voices_dir())
+    # default: the fetched voices (kokoro_ext.run.cache.voices_dir())
+    voices = VoiceDirectory(options.voices, aliases=OPENAI_VOICES)
     api_key = options.api_key or os.environ.get(API_KEY_ENV) or None
-
-    def check_key(request: Request) -> None:
-        if api_key is None:
-            return
-        given = request.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), api_key.encode()):
-            raise HTTPError(401, "missing or wrong API key: send 'Authorization: Bearer KEY'")
 
     async def speech(request: Request):
         state = request.app.state
         try:
-            check_key(request)
             try:  # a client that trickles its body holds a connection, not the worker
                 body = await asyncio.wait_for(
                     _read_body(request, options.max_body_bytes), options.send_timeout
@@ -336,38 +323,28 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             except asyncio.TimeoutError:
                 raise HTTPError(408, f"the body did not arrive within {options.send_timeout} s") from None
             spec = parse_speech(body, voices, options)
-            try:
-                arrived = time.monotonic()
-                chunks = state.synthesizer.stream(
-                    spec.input, voices.pack(spec.voice), spec.speed,
-                    chunk_limit=lambda index: chunk_phonemes(
-                        index, state.scheduler.starting(), time.monotonic() - arrived, options
-                    ),
-                )
-            except ValueError as error:  # e.g. a speed the Synthesizer does not take
-                raise HTTPError(400, str(error), "speed" if "speed" in str(error) else None) from None
+            arrived = time.monotonic()
+            # the Synthesizer checks the speed and the text here, before any chunk
+            chunks = state.synthesizer.stream(
+                spec.input, voices.load(spec.voice), spec.speed,
+                chunk_limit=lambda index: chunk_phonemes(
+                    index, state.scheduler.starting(), time.monotonic() - arrived, options
+                ),
+            )
             try:
                 job = state.scheduler.submit(chunks, size=len(spec.input))
             except QueueFull as error:
                 retry = state.scheduler.retry_after()
                 raise HTTPError(503, f"server busy: {error}; retry in {retry} s",
                                 headers={"Retry-After": str(retry)}) from None
-        except HTTPError as error:
-            return error.response()
+        except Exception as error:
+            return _error_response(error)
         return SpeechStream(job, state.scheduler, spec.response_format, options.send_timeout)
 
     async def list_voices(request: Request):
-        try:
-            check_key(request)
-        except HTTPError as error:
-            return error.response()
         return JSONResponse({"voices": voices.names, "openai": OPENAI_VOICES})
 
     async def list_models(request: Request):
-        try:
-            check_key(request)
-        except HTTPError as error:
-            return error.response()
         return JSONResponse(
             {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "kokoro-tvm-ext"} for m in MODELS]}
         )
@@ -401,6 +378,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ],
+        middleware=[Middleware(APIKeyMiddleware, api_key=api_key)] if api_key else [],
         lifespan=lifespan,
     )
 
