@@ -17,7 +17,7 @@ import tvm_ffi
 from torch import nn
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.run import native
+from kokoro_ext.run import kernels, native
 from kokoro_ext.build.compiler import compile_module
 from kokoro_ext.build.passes.winograd import pack_taps
 from kokoro_ext.run.runner import StageRunner
@@ -44,7 +44,7 @@ def compiled_matches_torch(module: nn.Module, *args: torch.Tensor) -> str:
 
 
 @pytest.fixture(autouse=True, scope="module")
-def kernels():
+def _native_loaded():
     native.load()
 
 
@@ -57,7 +57,7 @@ def test_conv1d(cin, cout, k, stride, padding, dilation, bias):
     conv = nn.Conv1d(cin, cout, k, stride, padding, dilation, bias=bias)
     x = torch.randn(2, cin, 300)  # 300 columns: more than one 256-column tile
     # stride 1 with a weight filter: on the filter reordered once as taps [K, C_out, C_in]
-    kernel = '"kokoro_ext.conv1d_taps"' if stride == 1 else '"kokoro_ext.conv1d"'
+    kernel = f'"{kernels.CONV1D_TAPS}"' if stride == 1 else f'"{kernels.CONV1D}"'
     assert kernel in compiled_matches_torch(conv, x)
 
 
@@ -71,7 +71,7 @@ def test_conv1d(cin, cout, k, stride, padding, dilation, bias):
 def test_conv1d_winograd(cin, cout, k, padding, dilation, frames):
     conv = nn.Conv1d(cin, cout, k, padding=padding, dilation=dilation)
     ir = compiled_matches_torch(conv, torch.randn(2, cin, frames))
-    assert '"kokoro_ext.conv1d_winograd"' in ir
+    assert f'"{kernels.CONV1D_WINOGRAD}"' in ir
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_winograd_error_is_near_direct_convolution(k, dilation, bound):
 def test_conv1d_transpose(cin, cout, k, stride, padding, output_padding):
     conv = nn.ConvTranspose1d(cin, cout, k, stride, padding, output_padding)
     x = torch.randn(2, cin, 37)
-    assert '"kokoro_ext.conv1d_transpose"' in compiled_matches_torch(conv, x)
+    assert f'"{kernels.CONV1D_TRANSPOSE}"' in compiled_matches_torch(conv, x)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_conv1d_transpose(cin, cout, k, stride, padding, output_padding):
 )
 def test_linear_goes_to_addmm(rows, features_in, features_out):
     linear = nn.Linear(features_in, features_out)
-    assert '"kokoro_ext.addmm"' in compiled_matches_torch(linear, torch.randn(rows, features_in))
+    assert f'"{kernels.ADDMM}"' in compiled_matches_torch(linear, torch.randn(rows, features_in))
 
 
 def test_attention_products_go_to_bmm():
@@ -121,7 +121,7 @@ def test_attention_products_go_to_bmm():
 
     q, k, v = (torch.randn(1, 12, 37, 64) for _ in range(3))
     ir = compiled_matches_torch(Attention(), q, k, v)
-    assert ir.count('"kokoro_ext.bmm"') == 2
+    assert ir.count(f'"{kernels.BMM}"') == 2
 
 
 @pytest.mark.parametrize(
@@ -140,20 +140,20 @@ def test_einsum_with_a_weight_goes_to_bmm(batch, rows, inner, cols):
             return torch.bmm(x, self.w)
 
     ir = compiled_matches_torch(Project(), torch.randn(batch, rows, inner))
-    assert '"kokoro_ext.bmm"' in ir
+    assert f'"{kernels.BMM}"' in ir
 
 
 def test_grouped_convolution_keeps_tvm_lowering():
     depthwise = nn.ConvTranspose1d(6, 6, 3, stride=2, padding=1, output_padding=1, groups=6)
     ir = compiled_matches_torch(depthwise, torch.randn(1, 6, 10))
-    assert "kokoro_ext.conv1d" not in ir
+    assert kernels.CONV1D not in ir
     grouped = nn.Conv1d(6, 6, 3, padding=1, groups=3)
-    assert "kokoro_ext.conv1d" not in compiled_matches_torch(grouped, torch.randn(1, 6, 10))
+    assert kernels.CONV1D not in compiled_matches_torch(grouped, torch.randn(1, 6, 10))
 
 
 def test_taps_kernel_equals_the_filter_kernel_and_names_a_wrong_filter():
-    conv1d = tvm_ffi.get_global_func("kokoro_ext.conv1d")
-    taps_conv = tvm_ffi.get_global_func("kokoro_ext.conv1d_taps")
+    conv1d = tvm_ffi.get_global_func(kernels.CONV1D)
+    taps_conv = tvm_ffi.get_global_func(kernels.CONV1D_TAPS)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 4, 30), dtype=np.float32)
     w = rng.standard_normal((5, 4, 3), dtype=np.float32)
@@ -169,7 +169,7 @@ def test_taps_kernel_equals_the_filter_kernel_and_names_a_wrong_filter():
 
 
 def test_kernel_names_a_wrong_argument():
-    conv1d = tvm_ffi.get_global_func("kokoro_ext.conv1d")
+    conv1d = tvm_ffi.get_global_func(kernels.CONV1D)
     x = np.zeros((1, 4, 10), np.float32)
     w = np.zeros((2, 3, 3), np.float32)  # C_in 3, x has 4
     out = np.zeros((1, 2, 8), np.float32)
@@ -179,7 +179,7 @@ def test_kernel_names_a_wrong_argument():
 
 
 def test_winograd_kernel_names_a_wrong_filter():
-    conv = tvm_ffi.get_global_func("kokoro_ext.conv1d_winograd")
+    conv = tvm_ffi.get_global_func(kernels.CONV1D_WINOGRAD)
     x = np.zeros((1, 64, 300), np.float32)
     gw = np.zeros((6, 8, 32, 8), np.float32)  # [n, C_out / 8, chunks C_in, 8] for C_in 32; x has 64
     out = np.zeros((1, 64, 300), np.float32)

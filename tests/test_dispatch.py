@@ -15,7 +15,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_ext.run import native
+from kokoro_ext.run import kernels, native
 from kokoro_ext.run.runner import StageRunner
 from kokoro_ext.build.passes.dispatch import DispatchNativeKernels
 from kokoro_ext.build.export import DecoderStage
@@ -62,7 +62,7 @@ def test_conv1d_with_bias_static():
         ):
             with R.dataflow():
                 lv2 = R.call_dps_packed(
-                    "kokoro_ext.conv1d",
+                    kernels.CONV1D,
                     (R.shape([1, 1, 1]), x, w, b),
                     out_ty=R.Tensor((2, 6, 10), "float32"),
                 )
@@ -108,17 +108,17 @@ def test_conv1d_symbolic_length_with_and_without_bias():
             with R.dataflow():
                 lv1 = R.reshape(b, R.shape([1, 6, 1]))
                 lv2 = R.call_dps_packed(
-                    "kokoro_ext.conv1d",
+                    kernels.CONV1D,
                     (R.shape([2, 3, 2]), x, w, b),
                     out_ty=R.Tensor((1, 6, (t + 1) // 2 + 1), "float32"),
                 )
                 lv3 = R.call_dps_packed(
-                    "kokoro_ext.conv1d",
+                    kernels.CONV1D,
                     (R.shape([2, 3, 2]), x, w, R.const(ZEROS_6)),
                     out_ty=R.Tensor((1, 6, (t + 1) // 2 + 1), "float32"),
                 )
                 lv4 = R.call_dps_packed(
-                    "kokoro_ext.conv1d",
+                    kernels.CONV1D,
                     (R.shape([2, 3, 2]), x, w, R.const(ZEROS_6)),
                     out_ty=R.Tensor((1, 6, (t + 1) // 2 + 1), "float32"),
                 )
@@ -165,7 +165,7 @@ def test_conv1d_transpose_static():
         ) -> R.Tensor((1, 6, 75), "float32"):
             with R.dataflow():
                 lv2 = R.call_dps_packed(
-                    "kokoro_ext.conv1d_transpose",
+                    kernels.CONV1D_TRANSPOSE,
                     (R.shape([2, 1, 1]), x, w, b),
                     out_ty=R.Tensor((1, 6, 75), "float32"),
                 )
@@ -188,7 +188,7 @@ def test_conv1d_transpose_symbolic_length():
             t = T.int64()
             with R.dataflow():
                 lv2 = R.call_dps_packed(
-                    "kokoro_ext.conv1d_transpose",
+                    kernels.CONV1D_TRANSPOSE,
                     (R.shape([2, 1, 1]), x, w, b),
                     out_ty=R.Tensor((1, 6, t * 2 + 1), "float32"),
                 )
@@ -216,7 +216,7 @@ def test_bmm_symbolic():
             b, m = T.int64(), T.int64()
             with R.dataflow():
                 lv = R.call_dps_packed(
-                    "kokoro_ext.bmm", (x, w), out_ty=R.Tensor((b, m, m), "float32")
+                    kernels.BMM, (x, w), out_ty=R.Tensor((b, m, m), "float32")
                 )
                 R.output(lv)
             return lv
@@ -257,10 +257,10 @@ def test_addmm_static():
         ) -> R.Tuple(R.Tensor((5, 8), "float32"), R.Tensor((5, 8), "float32")):
             with R.dataflow():
                 lv1 = R.call_dps_packed(
-                    "kokoro_ext.addmm", (b, x, w), out_ty=R.Tensor((5, 8), "float32")
+                    kernels.ADDMM, (b, x, w), out_ty=R.Tensor((5, 8), "float32")
                 )
                 lv3 = R.call_dps_packed(
-                    "kokoro_ext.addmm", (b, x, w), out_ty=R.Tensor((5, 8), "float32")
+                    kernels.ADDMM, (b, x, w), out_ty=R.Tensor((5, 8), "float32")
                 )
                 R.output(lv1, lv3)
             return (lv1, lv3)
@@ -280,10 +280,10 @@ def test_addmm_symbolic_rows():
             m = T.int64()
             with R.dataflow():
                 lv1 = R.call_dps_packed(
-                    "kokoro_ext.addmm", (b, x, w), out_ty=R.Tensor((m, 8), "float32")
+                    kernels.ADDMM, (b, x, w), out_ty=R.Tensor((m, 8), "float32")
                 )
                 lv3 = R.call_dps_packed(
-                    "kokoro_ext.addmm", (b, x, w), out_ty=R.Tensor((m, 8), "float32")
+                    kernels.ADDMM, (b, x, w), out_ty=R.Tensor((m, 8), "float32")
                 )
                 R.output(lv1, lv3)
             return (lv1, lv3)
@@ -410,10 +410,10 @@ def test_symbolic_length_module_compiles_to_native_kernels():
         dispatched = tvm.transform.Sequential(library_dispatch_passes(LLVM))(mod)
     ops = _ops(dispatched)
     assert not {"relax.nn.conv1d", "relax.nn.conv1d_transpose", "relax.matmul"} & set(ops), ops
-    assert ops.count("kokoro_ext.conv1d") + ops.count("kokoro_ext.conv1d_taps") == 1, ops
-    assert ops.count("kokoro_ext.conv1d_transpose") == 1, ops
-    assert ops.count("kokoro_ext.addmm") == 1, ops
-    assert ops.count("kokoro_ext.bmm") == 2, ops
+    assert ops.count(kernels.CONV1D) + ops.count(kernels.CONV1D_TAPS) == 1, ops
+    assert ops.count(kernels.CONV1D_TRANSPOSE) == 1, ops
+    assert ops.count(kernels.ADDMM) == 1, ops
+    assert ops.count(kernels.BMM) == 2, ops
 
     run = StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=get_default_pipeline(LLVM)))
     for length in (37, 61):
@@ -433,7 +433,7 @@ def test_native_dense_off_keeps_tvm_lowering():
         kept = tvm.transform.Sequential(library_dispatch_passes(LLVM, native_dense=False))(mod)
     ops = _ops(kept)
     assert "relax.nn.conv1d" in ops and "relax.nn.conv1d_transpose" in ops, ops
-    assert not any(op.startswith("kokoro_ext.") for op in ops), ops
+    assert not any(op.startswith(kernels.PREFIX) for op in ops), ops
 
 
 def test_decoder_with_symbolic_frames_goes_to_native_kernels():
@@ -461,11 +461,11 @@ def test_decoder_with_symbolic_frames_goes_to_native_kernels():
     assert ops["relax.nn.conv1d"] == 0 and ops["relax.matmul"] == 0, ops
     # every convolution is native; the long stride-1 ones take Winograd where it pays at
     # every length, or choose per call where it pays at some (kokoro_ext.build.passes.winograd)
-    winograd = ops["kokoro_ext.conv1d_winograd"] + ops["kokoro_ext.conv1d_winograd_if_pays"]
+    winograd = ops[kernels.CONV1D_WINOGRAD] + ops[kernels.CONV1D_WINOGRAD_IF_PAYS]
     assert winograd > 0, ops
-    direct = ops["kokoro_ext.conv1d"] + ops["kokoro_ext.conv1d_taps"]
+    direct = ops[kernels.CONV1D] + ops[kernels.CONV1D_TAPS]
     assert direct + winograd == imported["relax.nn.conv1d"], ops
-    assert ops["kokoro_ext.addmm"] + ops["kokoro_ext.bmm"] == imported["relax.matmul"], ops
+    assert ops[kernels.ADDMM] + ops[kernels.BMM] == imported["relax.matmul"], ops
     # only the grouped (depthwise) transposed convolution keeps TVM's lowering
     grouped = []
     relax.analysis.post_order_visit(
@@ -475,5 +475,5 @@ def test_decoder_with_symbolic_frames_goes_to_native_kernels():
         and grouped.append(e.attrs.groups),
     )
     assert grouped and all(groups > 1 for groups in grouped), grouped
-    transposed = ops["kokoro_ext.conv1d_transpose"] + len(grouped)
+    transposed = ops[kernels.CONV1D_TRANSPOSE] + len(grouped)
     assert transposed == imported["relax.nn.conv1d_transpose"], ops

@@ -15,7 +15,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
-from kokoro_ext.run import native
+from kokoro_ext.run import kernels, native
 from kokoro_ext.build.export import PackedLSTM
 from kokoro_ext.build.frontend import LSTM_BACKENDS, custom_convert_map
 
@@ -154,7 +154,7 @@ def test_bad_lengths_are_rejected_at_run_time(backend, bad, message):
     x = np.zeros((3, STEPS, INPUT), dtype="float32")
     with pytest.raises(Exception, match=message) as err:
         run(vm, x, np.array(bad, dtype="int64"))
-    assert "packed_lstm" in str(err.value) or "kokoro_ext.lstm" in str(err.value)
+    assert "packed_lstm" in str(err.value) or kernels.LSTM in str(err.value)
 
 
 def test_unsorted_lengths_with_enforce_sorted_are_rejected():
@@ -188,7 +188,7 @@ def test_torch_op_rejects_wrong_dtype_and_shape():
 
 
 def test_native_kernel_rejects_mismatched_weights():
-    lstm_fn = tvm.get_global_func("kokoro_ext.lstm")
+    lstm_fn = tvm.get_global_func(kernels.LSTM)
     import tvm_ffi
 
     f32 = lambda *s: tvm.runtime.tensor(np.zeros(s, dtype="float32"))  # noqa: E731

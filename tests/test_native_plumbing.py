@@ -6,7 +6,7 @@ import tvm
 from tvm import relax
 from tvm.script import relax as R
 
-from kokoro_ext.run import native
+from kokoro_ext.run import kernels, native
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -19,14 +19,14 @@ def _compile_add(n: int):
     class Module:
         @R.function
         def main(a: R.Tensor((n,), "float32"), b: R.Tensor((n,), "float32")):
-            out = R.call_dps_packed("kokoro_ext.add", (a, b), out_ty=R.Tensor((n,), "float32"))
+            out = R.call_dps_packed(kernels.ADD, (a, b), out_ty=R.Tensor((n,), "float32"))
             return out
 
     return relax.VirtualMachine(tvm.compile(Module, target="llvm"), tvm.cpu())
 
 
 def test_kernel_is_registered():
-    assert native.has_function("kokoro_ext.add")
+    assert native.has_function(kernels.ADD)
 
 
 def test_call_dps_packed_from_compiled_relax():
@@ -38,7 +38,7 @@ def test_call_dps_packed_from_compiled_relax():
 
 
 def test_kernel_rejects_wrong_dtype_with_a_clear_error():
-    add = tvm.get_global_func("kokoro_ext.add")
+    add = tvm.get_global_func(kernels.ADD)
     a = tvm.runtime.tensor(np.zeros(3, dtype="float64"))
     out = tvm.runtime.tensor(np.zeros(3, dtype="float32"))
     with pytest.raises(ValueError, match="kokoro_ext.add: a must be float32"):
@@ -46,7 +46,7 @@ def test_kernel_rejects_wrong_dtype_with_a_clear_error():
 
 
 def test_kernel_rejects_mismatched_shapes_with_a_clear_error():
-    add = tvm.get_global_func("kokoro_ext.add")
+    add = tvm.get_global_func(kernels.ADD)
     a = tvm.runtime.tensor(np.zeros(3, dtype="float32"))
     b = tvm.runtime.tensor(np.zeros(4, dtype="float32"))
     with pytest.raises(ValueError, match=r"b must have shape \[3\], got \[4\]"):

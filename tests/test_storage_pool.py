@@ -16,7 +16,7 @@ from tvm.script import relax as R
 
 from kokoro_ext.build.passes.memory import pooled_storage
 from kokoro_ext.build.pipeline import finalize_passes, get_default_pipeline
-from kokoro_ext.run import native
+from kokoro_ext.run import kernels, native
 from kokoro_ext.run.runner import StageRunner
 
 LLVM = tvm.target.Target({"kind": "llvm"})
@@ -27,13 +27,13 @@ def pool():
     native.load()
 
     class Pool:
-        alloc = staticmethod(tvm_ffi.get_global_func("kokoro_ext.alloc_storage"))
-        clear = staticmethod(tvm_ffi.get_global_func("kokoro_ext.storage_pool_clear"))
+        alloc = staticmethod(tvm_ffi.get_global_func(kernels.ALLOC_STORAGE))
+        clear = staticmethod(tvm_ffi.get_global_func(kernels.STORAGE_POOL_CLEAR))
 
         @staticmethod
         def cached() -> tuple[int, int]:
             """(bytes, buffers) the pool holds for reuse."""
-            stats = tvm_ffi.get_global_func("kokoro_ext.storage_pool_stats")()
+            stats = tvm_ffi.get_global_func(kernels.STORAGE_POOL_STATS)()
             return int(stats[0]), int(stats[1])
 
         def storage(self, nbytes: int):
@@ -55,8 +55,8 @@ def test_host_storage_goes_to_the_pool():
     class Expected:
         @R.function(pure=False)
         def main(size: R.Shape(ndim=1)):
-            a = R.call_packed("kokoro_ext.alloc_storage", size, R.dtype("uint8"), ty_args=(R.Object,))
-            b = R.call_packed("kokoro_ext.alloc_storage", R.shape([64]), R.dtype("float32"), ty_args=(R.Object,))
+            a = R.call_packed(kernels.ALLOC_STORAGE, size, R.dtype("uint8"), ty_args=(R.Object,))
+            b = R.call_packed(kernels.ALLOC_STORAGE, R.shape([64]), R.dtype("float32"), ty_args=(R.Object,))
             return (a, b)
 
     tvm.ir.assert_structural_equal(pooled_storage(Before), Expected)

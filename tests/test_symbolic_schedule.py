@@ -15,7 +15,7 @@ from tvm.relax.frontend.torch import from_exported_program
 from tvm.s_tir import transform as s_tir_transform
 from tvm.script import tirx as T
 
-from kokoro_ext.run import native
+from kokoro_ext.run import kernels, native
 from kokoro_ext.run.runner import StageRunner
 from kokoro_ext.build.frontend import custom_convert_map
 from kokoro_ext.build.passes.winograd import length_bounds
@@ -247,7 +247,7 @@ def test_length_bounds():
 
 
 @pytest.fixture(scope="module")
-def kernels():
+def native_loaded():
     native.load()
 
 
@@ -267,14 +267,14 @@ def _runner(mod: tvm.IRModule) -> StageRunner:
     return StageRunner(tvm.compile(mod, target=LLVM, relax_pipeline=get_default_pipeline(LLVM)))
 
 
-@pytest.mark.usefixtures("kernels")
+@pytest.mark.usefixtures("native_loaded")
 def test_symbolic_conv_takes_winograd_where_it_pays_at_every_length():
     torch.manual_seed(0)
     # 64 -> 64 channels, 3 taps: Winograd pays from 256 output samples (64 tiles of 4)
     conv = nn.Conv1d(64, 64, 3, padding=1).eval()
     mod = _export(conv, Dim("frames", min=300, max=4096), 300)
     ir = _dispatched(mod)
-    assert '"kokoro_ext.conv1d_winograd"' in ir and "if_pays" not in ir, ir
+    assert f'"{kernels.CONV1D_WINOGRAD}"' in ir and "if_pays" not in ir, ir
     runner = _runner(mod)
     for length in (300, 517):
         x = torch.randn(1, 64, length)
@@ -285,34 +285,34 @@ def test_symbolic_conv_takes_winograd_where_it_pays_at_every_length():
         assert np.abs(got - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max()))
 
 
-@pytest.mark.usefixtures("kernels")
+@pytest.mark.usefixtures("native_loaded")
 def test_long_filters_take_winograd_from_one_tile_on():
     # 11 taps, dilation 5: Winograd from one F(6, 6) tile per phase (30 outputs), so a
     # length that starts there needs no direct fallback and keeps one filter, not two
     conv = nn.Conv1d(64, 64, 11, padding=25, dilation=5).eval()
     ir = _dispatched(_export(conv, Dim("frames", min=30, max=4096), 100))
-    assert '"kokoro_ext.conv1d_winograd"' in ir and "if_pays" not in ir, ir
+    assert f'"{kernels.CONV1D_WINOGRAD}"' in ir and "if_pays" not in ir, ir
     ir = _dispatched(_export(conv, Dim("frames", min=2, max=4096), 100))
-    assert '"kokoro_ext.conv1d_winograd_if_pays"' in ir, ir
+    assert f'"{kernels.CONV1D_WINOGRAD_IF_PAYS}"' in ir, ir
 
 
-@pytest.mark.usefixtures("kernels")
+@pytest.mark.usefixtures("native_loaded")
 def test_symbolic_conv_never_long_enough_stays_direct():
     conv = nn.Conv1d(64, 64, 3, padding=1).eval()
     ir = _dispatched(_export(conv, Dim("frames", min=2, max=200), 100))
-    assert '"kokoro_ext.conv1d_taps"' in ir and "winograd" not in ir, ir
+    assert f'"{kernels.CONV1D_TAPS}"' in ir and "winograd" not in ir, ir
 
 
-@pytest.mark.usefixtures("kernels")
+@pytest.mark.usefixtures("native_loaded")
 def test_symbolic_conv_chooses_per_call_as_a_static_build_would():
     torch.manual_seed(1)
     # dilation 3, 3 taps (F(4, 3)): Winograd pays from 3 * 4 * 64 = 768 outputs
     conv = nn.Conv1d(64, 72, 3, padding=3, dilation=3).eval()
     mod = _export(conv, Dim("frames", min=2, max=4096), 100)
     ir = _dispatched(mod)
-    assert '"kokoro_ext.conv1d_winograd_if_pays"' in ir, ir
+    assert f'"{kernels.CONV1D_WINOGRAD_IF_PAYS}"' in ir, ir
     runner = _runner(mod)
-    for length, kernel in ((100, '"kokoro_ext.conv1d_taps"'), (1500, '"kokoro_ext.conv1d_winograd"')):
+    for length, kernel in ((100, f'"{kernels.CONV1D_TAPS}"'), (1500, f'"{kernels.CONV1D_WINOGRAD}"')):
         x = torch.randn(1, 64, length)
         static = from_exported_program(
             torch.export.export(conv, (x,)), custom_convert_map=custom_convert_map()
@@ -328,10 +328,10 @@ def test_symbolic_conv_chooses_per_call_as_a_static_build_would():
         assert np.abs(got - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max()))
 
 
-def test_if_pays_kernel_names_a_wrong_filter(kernels):
+def test_if_pays_kernel_names_a_wrong_filter(native_loaded):
     import tvm_ffi
 
-    conv = tvm_ffi.get_global_func("kokoro_ext.conv1d_winograd_if_pays")
+    conv = tvm_ffi.get_global_func(kernels.CONV1D_WINOGRAD_IF_PAYS)
     x = np.zeros((1, 64, 300), np.float32)
     taps = np.zeros((8, 3, 32, 8), np.float32)  # [C_out / 8, K, C_in, 8]: C_in 32; x has 64
     gw = np.zeros((6, 8, 64, 8), np.float32)

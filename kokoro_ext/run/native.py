@@ -1,7 +1,8 @@
 """Loading the native kernel library (cpp/, built by CMake or setup.py).
 
-The library registers its kernels as tvm-ffi global functions ("kokoro_ext.*") when it
-is loaded; compiled Relax code reaches them by name through ``call_dps_packed``.
+The library registers its kernels as tvm-ffi global functions (their names:
+kokoro_ext.run.kernels) when it is loaded; compiled Relax code reaches them by name
+through ``call_dps_packed``.
 """
 
 from __future__ import annotations

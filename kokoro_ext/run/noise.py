@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import tvm_ffi
 
-from kokoro_ext.run import native
+from kokoro_ext.run import kernels, native
 
 
 def source_noise(seed: int, batch: int, samples: int, harmonics: int = 9) -> np.ndarray:
@@ -24,6 +24,6 @@ def source_noise(seed: int, batch: int, samples: int, harmonics: int = 9) -> np.
     out = np.empty((batch, samples, harmonics), dtype=np.float32)
     if out.size:
         native.load()
-        kernel = tvm_ffi.get_global_func("kokoro_ext.source_noise")
+        kernel = tvm_ffi.get_global_func(kernels.SOURCE_NOISE)
         kernel(seed & 0xFFFFFFFF, tvm_ffi.from_dlpack(out))
     return out

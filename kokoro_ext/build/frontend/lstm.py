@@ -15,10 +15,10 @@ from torch import fx
 from tvm import relax
 
 from kokoro_ext.build.kernels.lstm_tir import packed_lstm_prim_func
+from kokoro_ext.run import kernels
 
 LstmBackend = Literal["native", "tir"]
 LSTM_BACKENDS: tuple[str, ...] = get_args(LstmBackend)
-NATIVE_LSTM = "kokoro_ext.lstm"
 
 
 def _output_types(x: relax.Expr, w_hh: relax.Expr) -> list[relax.TensorType]:
@@ -43,7 +43,7 @@ def convert_packed_lstm(backend: LstmBackend) -> Callable[[fx.Node, object], rel
         bb = importer.block_builder
         if backend == "native":
             options = relax.ShapeExpr([int(enforce_sorted)])
-            call = relax.call_dps_packed(NATIVE_LSTM, [options, *tensors], out_ty)
+            call = relax.call_dps_packed(kernels.LSTM, [options, *tensors], out_ty)
         else:
             gvar = bb.add_func(packed_lstm_prim_func(enforce_sorted), "packed_lstm")
             call = relax.call_tir(gvar, tensors, out_ty)

@@ -35,10 +35,7 @@ from tvm.ir.module import IRModule
 from tvm.ir.transform import PassContext, module_pass
 from tvm.relax import expr_functor
 
-NATIVE_CONV1D = "kokoro_ext.conv1d"
-NATIVE_CONV1D_TRANSPOSE = "kokoro_ext.conv1d_transpose"
-NATIVE_ADDMM = "kokoro_ext.addmm"
-NATIVE_BMM = "kokoro_ext.bmm"
+from kokoro_ext.run import kernels
 
 _CONV1D = Op.get("relax.nn.conv1d")
 _CONV1D_TRANSPOSE = Op.get("relax.nn.conv1d_transpose")
@@ -88,9 +85,9 @@ class _Conv:
 def _match_conv(call: relax.Expr) -> _Conv | None:
     """``call`` as a native convolution, or None where no kernel takes it."""
     if _is_op(call, _CONV1D):
-        kernel, kernel_layout, channel_axis = NATIVE_CONV1D, "OIW", 0
+        kernel, kernel_layout, channel_axis = kernels.CONV1D, "OIW", 0
     elif _is_op(call, _CONV1D_TRANSPOSE):
-        kernel, kernel_layout, channel_axis = NATIVE_CONV1D_TRANSPOSE, "IOW", 1
+        kernel, kernel_layout, channel_axis = kernels.CONV1D_TRANSPOSE, "IOW", 1
     else:
         return None
     x, w = call.args
@@ -106,7 +103,7 @@ def _match_conv(call: relax.Expr) -> _Conv | None:
     channels = _static(w_shape[channel_axis])
     if pad_left != pad_right or channels is None:
         return None
-    if kernel == NATIVE_CONV1D:
+    if kernel == kernels.CONV1D:
         options = (int(stride), int(pad_left), int(dilation))
     else:
         if dilation != 1:
@@ -248,14 +245,14 @@ class NativeKernelDispatcher(relax.PyExprMutator):
             conv = _match_conv(producer)
             if conv is not None:
                 return conv.call(x, w, bias)
-            return relax.call_dps_packed(NATIVE_ADDMM, [bias, x, w], call.ty)
+            return relax.call_dps_packed(kernels.ADDMM, [bias, x, w], call.ty)
         conv = _match_conv(call)
         if conv is not None:
             x, w = (self.visit_expr(a) for a in call.args)
             return conv.call(x, w, None)
         if _is_bmm(call):
             x, w = (self.visit_expr(a) for a in call.args)
-            return relax.call_dps_packed(NATIVE_BMM, [x, w], call.ty)
+            return relax.call_dps_packed(kernels.BMM, [x, w], call.ty)
         return None
 
 

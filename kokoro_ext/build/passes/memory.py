@@ -21,7 +21,8 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-NATIVE_ALLOC_STORAGE = "kokoro_ext.alloc_storage"
+from kokoro_ext.run import kernels
+
 _VM_ALLOC_STORAGE = tvm.ir.Op.get("relax.vm.alloc_storage")
 
 
@@ -34,7 +35,7 @@ def _pooled_call(call: relax.Call) -> relax.Call | None:
     on_host = isinstance(device, tvm.tirx.IntImm) and int(device.value) in (0, -1)
     if not on_host or str(scope.value) != "global":
         return None
-    return relax.Call(relax.ExternFunc(NATIVE_ALLOC_STORAGE), [size, dtype],
+    return relax.Call(relax.ExternFunc(kernels.ALLOC_STORAGE), [size, dtype],
                       ty_args=[relax.ObjectType()])
 
 

@@ -33,22 +33,22 @@ import tvm
 import tvm_ffi
 from tvm import relax, sym
 
-from kokoro_ext.run import native
-from kokoro_ext.build.passes.dispatch import NATIVE_CONV1D
+from kokoro_ext.run import kernels, native
 
-NATIVE_CONV1D_TAPS = "kokoro_ext.conv1d_taps"
-NATIVE_CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"
-NATIVE_CONV1D_WINOGRAD_IF_PAYS = "kokoro_ext.conv1d_winograd_if_pays"
-NATIVE_WINOGRAD_FILTER = "kokoro_ext.winograd_filter"
-NATIVE_TAPS_FILTER = "kokoro_ext.taps_filter"
+# Each native filter transform and the function giving the shape it writes.
+_SHAPE_OF = {
+    kernels.WINOGRAD_FILTER: kernels.WINOGRAD_FILTER_SHAPE,
+    kernels.TAPS_FILTER: kernels.TAPS_FILTER_SHAPE,
+}
 _CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
 
 
 def _filter_shape(transform: str, w_shape) -> list[int]:
     """The shape the native ``transform`` (a filter transform) writes for a filter of
-    ``w_shape`` [C_out, C_in, K]: its ``<transform>_shape`` function's."""
+    ``w_shape`` [C_out, C_in, K]."""
     native.load()
-    return [int(d) for d in tvm_ffi.get_global_func(transform + "_shape")(*(int(d) for d in w_shape))]
+    shape = tvm_ffi.get_global_func(_SHAPE_OF[transform])(*(int(d) for d in w_shape))
+    return [int(d) for d in shape]
 
 
 def _transform_filter(transform: str, w: np.ndarray) -> np.ndarray:
@@ -70,13 +70,13 @@ def _transform_filter_expr(transform: str, w: relax.Expr) -> relax.Expr:
 
 def winograd_filter(w: np.ndarray) -> np.ndarray:
     """A [C_out, C_in, K] conv1d filter transformed for ``kokoro_ext.conv1d_winograd``."""
-    return _transform_filter(NATIVE_WINOGRAD_FILTER, w)
+    return _transform_filter(kernels.WINOGRAD_FILTER, w)
 
 
 def pack_taps(w: np.ndarray) -> np.ndarray:
     """A [C_out, C_in, K] conv1d filter packed for ``kokoro_ext.conv1d_taps`` by the
     native library's own packing: [ceil(C_out / 8), K, C_in, 8], zero rows past C_out."""
-    return _transform_filter(NATIVE_TAPS_FILTER, w)
+    return _transform_filter(kernels.TAPS_FILTER, w)
 
 
 def length_bounds(
@@ -108,7 +108,7 @@ def _winograd_call(
     lengths (see the module's docstring)."""
     if not (call.op.same_as(_CALL_DPS_PACKED) and isinstance(call.args[0], relax.ExternFunc)):
         return None
-    if call.args[0].global_symbol != NATIVE_CONV1D:
+    if call.args[0].global_symbol != kernels.CONV1D:
         return None
     options, x, w, bias = call.args[1].fields
     (stride, padding, dilation) = (int(v) for v in options.values)
@@ -116,7 +116,7 @@ def _winograd_call(
         return None
     # Shapes from the types: the weights are copied out only for a filter that is transformed.
     c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
-    pays = tvm_ffi.get_global_func("kokoro_ext.winograd_pays")
+    pays = tvm_ffi.get_global_func(kernels.WINOGRAD_PAYS)
     t_out = call.ty_args[0].shape.values[2]
     if isinstance(t_out, tvm.tirx.IntImm):
         shortest = longest = int(t_out)
@@ -127,17 +127,17 @@ def _winograd_call(
     if longest is None and not pays(c_in, c_out, taps, dilation, 1 << 40):
         return _taps_call(call, w, padding, dilation)  # the channels or taps rule it out
     options = relax.ShapeExpr([padding, dilation, taps])
-    gw = _transform_filter_expr(NATIVE_WINOGRAD_FILTER, w)
+    gw = _transform_filter_expr(kernels.WINOGRAD_FILTER, w)
     if pays(c_in, c_out, taps, dilation, shortest):
-        return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD, [options, x, gw, bias], call.ty_args[0])
+        return relax.call_dps_packed(kernels.CONV1D_WINOGRAD, [options, x, gw, bias], call.ty_args[0])
     args = [options, x, _taps(w), gw, bias]
-    return relax.call_dps_packed(NATIVE_CONV1D_WINOGRAD_IF_PAYS, args, call.ty_args[0])
+    return relax.call_dps_packed(kernels.CONV1D_WINOGRAD_IF_PAYS, args, call.ty_args[0])
 
 
 def _taps(w: relax.Expr) -> relax.Expr:
     """The filter packed for ``kokoro_ext.conv1d_taps``, once (kokoro_ext.conv1d packs at
     every call: for a 1024 x 1090 x 3 filter that was most of the call at short lengths)."""
-    return _transform_filter_expr(NATIVE_TAPS_FILTER, w)
+    return _transform_filter_expr(kernels.TAPS_FILTER, w)
 
 
 def _taps_call(call: relax.Call, w: relax.Expr, padding: int, dilation: int) -> relax.Call:
@@ -145,7 +145,7 @@ def _taps_call(call: relax.Call, w: relax.Expr, padding: int, dilation: int) -> 
     _, x, _, bias = call.args[1].fields
     options = relax.ShapeExpr([padding, dilation])
     args = [options, x, _taps(w), bias]
-    return relax.call_dps_packed(NATIVE_CONV1D_TAPS, args, call.ty_args[0])
+    return relax.call_dps_packed(kernels.CONV1D_TAPS, args, call.ty_args[0])
 
 
 @relax.expr_functor.mutator

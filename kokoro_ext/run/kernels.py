@@ -1,0 +1,44 @@
+"""The names of the native library's global functions (cpp/src/*.cc), in one place.
+
+Compiled code reaches the kernels by these names (``call_dps_packed``), and the build's
+passes and the runtime by ``tvm_ffi.get_global_func``: a name spelled differently on
+either side would fail only where it is called.  tests/test_kernel_names.py checks that
+this set is exactly what the loaded library registers.  On the run side so that both the
+build and the runtime can import it.
+"""
+
+from __future__ import annotations
+
+PREFIX = "kokoro_ext."
+
+# dense.cc: GEMM-shaped ops (kokoro_ext.build.passes.dispatch)
+CONV1D = "kokoro_ext.conv1d"
+CONV1D_TRANSPOSE = "kokoro_ext.conv1d_transpose"
+ADDMM = "kokoro_ext.addmm"
+BMM = "kokoro_ext.bmm"
+# dense.cc: direct stride-1 convolution on a filter packed once (kokoro_ext.build.passes.winograd)
+CONV1D_TAPS = "kokoro_ext.conv1d_taps"
+TAPS_FILTER = "kokoro_ext.taps_filter"
+TAPS_FILTER_SHAPE = "kokoro_ext.taps_filter_shape"
+# winograd.cc
+CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"
+CONV1D_WINOGRAD_IF_PAYS = "kokoro_ext.conv1d_winograd_if_pays"
+WINOGRAD_FILTER = "kokoro_ext.winograd_filter"
+WINOGRAD_FILTER_SHAPE = "kokoro_ext.winograd_filter_shape"
+WINOGRAD_PAYS = "kokoro_ext.winograd_pays"
+# lstm.cc (kokoro_ext.build.frontend.lstm)
+LSTM = "kokoro_ext.lstm"
+# storage.cc: the VM's storage pool (kokoro_ext.build.passes.memory)
+ALLOC_STORAGE = "kokoro_ext.alloc_storage"
+STORAGE_POOL_STATS = "kokoro_ext.storage_pool_stats"
+STORAGE_POOL_CLEAR = "kokoro_ext.storage_pool_clear"
+# noise.cc (kokoro_ext.run.noise)
+SOURCE_NOISE = "kokoro_ext.source_noise"
+# elementwise.cc: the smallest kernel, for testing the plumbing
+ADD = "kokoro_ext.add"
+
+#: Every name above.
+ALL: frozenset[str] = frozenset(
+    value for key, value in dict(globals()).items()
+    if key.isupper() and key != "PREFIX" and isinstance(value, str)
+)
