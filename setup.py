@@ -128,8 +128,15 @@ setup(
         ],
         # python -m kokoro_ext.serve: the OpenAI-compatible speech server and its encoders
         "serve": ["starlette", "uvicorn", "soundfile>=0.13", "lameenc"],
-        # bench/e2e.py compares with ONNX Runtime and plots
-        "bench": ["onnx", "onnxscript", "onnxruntime", "matplotlib"],
+        # bench/: the engines compared (PyTorch eager and torch.compile through the build
+        # side; ONNX Runtime; kokoro-onnx, whose phonemizer>=3.4 takes the place of
+        # phonemizer-fork: the same module, with the espeak-ng hooks misaki calls), the
+        # server bench's client and server, the quality bench's speech recognizer, charts
+        "bench": [
+            "kokoro-tvm-ext[build,serve]",
+            "onnx", "onnxscript", "onnxruntime", "kokoro-onnx>=0.6,<0.7",
+            "httpx", "pocketsphinx", "psutil", "matplotlib",
+        ],
     },
     zip_safe=False,
 )

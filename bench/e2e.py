@@ -13,7 +13,10 @@ the other engines' stage modules are exported per shape).  bench/user.py measure
 user gets (fresh processes, G2P, real texts); this bench isolates the stages.  Calls are interleaved across engines and input lengths, warm-up
 (compilation, export, first load) excluded and reported apart; the table shows medians.
 FLOPs are counted on kokoro's model with torch.utils.flop_counter and set against the
-machine's fp32 peak as measured by a large matrix product.
+machine's fp32 peak as measured by a large matrix product.  An engine that cannot be
+set up or fails its warm-up is reported in one line and left out.  Writes e2e.txt and
+e2e.json to ``--out``, then the chart (``--plot``, default OUT/e2e.png) if matplotlib is
+installed.
 
     python bench/e2e.py [--tokens 32,64,128,256] [--repeat 5] [--out /tmp/kokoro-e2e]
                         [--engines eager,compile,onnx,tvm] [--reuse] [--plot e2e.png]
@@ -22,9 +25,7 @@ machine's fp32 peak as measured by a large matrix product.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from harness import cpu_model, load_engine, plot_if_possible, write_results
 from kokoro_ext.build.cli import build, parse_args
 from kokoro_ext.tools.engines import StageTimer, onnx_provider, torch_provider
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice
@@ -54,13 +56,6 @@ ENGINES = {
     "onnx": "ONNX Runtime",
     "tvm": "TVM (kokoro_ext)",
 }
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def measured_peak_gflops(threads: int, size: int = 4096, repeat: int = 5) -> float:
@@ -108,7 +103,7 @@ def main() -> None:
     parser.add_argument("--target", default="llvm")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reuse", action="store_true", help="reuse the TVM build in --out")
-    parser.add_argument("--plot", type=Path, help="write a PNG chart here")
+    parser.add_argument("--plot", type=Path, help="the PNG chart (default OUT/e2e.png)")
     args = parser.parse_args()
     engines = args.engines.split(",")
     lengths = sorted(int(v) for v in args.tokens.split(","))
@@ -141,9 +136,7 @@ def main() -> None:
     # engines' stages are exported per shape)
     frame_buckets = frames
 
-    runs = {}
-    stage_timer = None
-    if "tvm" in engines:
+    def tvm_engine() -> StageTimer:
         tvm_dir = args.out / "tvm"
         if not args.reuse:
             build_args = ["--out", str(tvm_dir), "--target", args.target, "--seed", str(args.seed)]
@@ -153,13 +146,18 @@ def main() -> None:
             if not args.weights:
                 build_args += ["--random-weights"]  # the same random model as above
             build(parse_args(build_args))
-        synth = Synthesizer(tvm_dir)
-        stage_timer = StageTimer(synth._stage)
-        runs["tvm"] = stage_timer
-    if "onnx" in engines:
-        runs["onnx"] = onnx_provider(model, args.out / "onnx", args.threads)
-    if "compile" in engines:
-        runs["compile"] = torch_provider(model, compile=True)
+        return StageTimer(Synthesizer(tvm_dir)._stage)
+
+    setups = {"tvm": tvm_engine,
+              "onnx": lambda: onnx_provider(model, args.out / "onnx", args.threads),
+              "compile": lambda: torch_provider(model, compile=True)}
+    runs, skipped = {}, {}
+    for engine in [e for e in engines if e in setups]:
+        runs[engine], reason = load_engine(engine, setups[engine])
+        if reason:
+            skipped[engine] = reason
+    engines = [e for e in engines if e not in skipped]
+    stage_timer = runs.get("tvm")
 
     def run(engine: str, n: int) -> np.ndarray:
         if engine == "eager":
@@ -171,12 +169,20 @@ def main() -> None:
 
     first, audio = {}, {}
     for n in lengths:
-        for engine in engines:
+        for engine in list(engines):
             start = time.perf_counter()
-            audio[engine, n] = run(engine, n)
+            audio[engine, n], reason = load_engine(engine, lambda: run(engine, n))
+            if reason:
+                skipped[engine] = f"warm-up at {n} tokens: {reason}"
+                engines.remove(engine)
+                del audio[engine, n]
+                continue
             first[engine, n] = time.perf_counter() - start
             print(f"warm-up {ENGINES[engine]:<18} {n:>4} tokens: {first[engine, n]:7.1f} s",
                   flush=True)
+    first = {k: v for k, v in first.items() if k[0] in engines}
+    if not engines:
+        raise SystemExit("error: no engine left to time")
     if stage_timer is not None:
         stage_timer.seconds.clear()
 
@@ -231,21 +237,18 @@ def main() -> None:
     lines.append("")
     lines.append("SNR dB: the waveform against PyTorch eager's, raw (atan2 branch-cut flips in the "
                  "source phase are not resolved here; see kokoro_ext.tools.validate)")
-    report = "\n".join(lines)
-    print("\n" + report)
-    (args.out / "e2e.txt").write_text(report + "\n")
-    (args.out / "e2e.json").write_text(json.dumps(results, indent=1))
-    if args.plot:
-        plot(results, lengths, engines, args.plot)
-        print(f"wrote {args.plot}")
+    lines += [f"skipped {engine}: {reason}" for engine, reason in skipped.items()]
+    result = {"rows": results, "lengths": lengths, "engines": engines, "skipped": skipped,
+              "threads": args.threads, "peak_gflops": peak, "cpu": cpu_model()}
+    write_results(args.out, "e2e", result, "\n".join(lines))
+    if plot_if_possible(plot, result, args.plot or args.out / "e2e.png"):
+        print(f"wrote {args.plot or args.out / 'e2e.png'}")
 
 
-def plot(results: list[dict], lengths: list[int], engines: list[str], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
+def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
+    results, lengths, engines = result["rows"], result["lengths"], result["engines"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     width = 0.8 / len(engines)
     x = np.arange(len(lengths))

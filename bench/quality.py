@@ -14,6 +14,8 @@ statements, questions, instructions, names and numbers spelled out), speaks each
 and transcribes every waveform with pocketsphinx (its bundled US English model; audio
 resampled from 24 kHz, espeak-ng's 22.05 kHz, to 16 kHz).  The three Kokoro engines get
 the same phonemes (this project's offline G2P) and the voice ``--voice`` (af_heart).
+An engine that cannot load (a missing package, model file or build) is reported in one
+line and left out; without tvm, pytorch makes its own noise and there is no SNR.
 
 Reports the word error rate over the whole set per engine (edits / reference words,
 after lower-casing and dropping punctuation) and the waveform SNR of tvm against
@@ -25,7 +27,8 @@ tables) and ``quality.png`` (a chart) to ``--out`` (default bench/results).
 abbreviations, scored against their spoken form (kokoro_ext.text.normalize), into
 ``quality-written.*``.
 
-Needs: pocketsphinx, onnxruntime, matplotlib (pip) and espeak-ng (apt-get).
+Needs: ``pip install -e ".[bench]"`` (pocketsphinx, onnxruntime, torch, matplotlib for
+the chart) and espeak-ng (apt-get).  The results are written before the chart is drawn.
 """
 
 from __future__ import annotations
@@ -38,12 +41,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import wave
 from pathlib import Path
 
 import numpy as np
-import torch
 
+from harness import load_engine, read_wav, skipped, write_results
 from kokoro_ext.run.wav import SAMPLE_RATE, write_wav
 
 ASR_RATE = 16_000
@@ -89,12 +91,6 @@ def resample(audio: np.ndarray, rate: int, target: int = ASR_RATE) -> np.ndarray
     m = min(len(kept), len(spectrum))
     kept[:m] = spectrum[:m]
     return (np.fft.irfft(kept, n_out) * (n_out / len(audio))).astype(np.float32)
-
-
-def read_wav(path: Path) -> tuple[np.ndarray, int]:
-    with wave.open(str(path)) as f:
-        data = np.frombuffer(f.readframes(f.getnframes()), "<i2").astype(np.float32) / 32768
-        return data, f.getframerate()
 
 
 #: Written forms (numbers, money, dates, times, units, abbreviations) that the text front
@@ -200,52 +196,121 @@ def espeak(text: str, voice: str = "en-us") -> tuple[np.ndarray, int]:
 # -- the bench ------------------------------------------------------------------------
 
 
+def build_facts(synth) -> dict:
+    """What this bench reads from a build's manifest, the one place it does: the checkpoint
+    it was made from (None for random weights) and its target."""
+    path = synth.manifest["weights"].get("path")
+    return {"weights": Path(path) if path else None, "target": synth.manifest.get("target")}
+
+
+class FrontEnd:
+    """Phonemes and vocabulary without a build: the offline G2P and the packaged config."""
+
+    def __init__(self) -> None:
+        from kokoro_ext import KOKORO_82M_CONFIG
+        from kokoro_ext.text import Phonemizer
+
+        self.config = json.loads(KOKORO_82M_CONFIG.read_text())
+        self.vocab = self.config["vocab"]
+        self.phonemize = Phonemizer()
+
+
+def load_tvm(artifacts: Path):
+    from kokoro_ext.run.synthesizer import Synthesizer
+
+    synth = Synthesizer(artifacts)
+    if build_facts(synth)["weights"] is None:
+        raise ValueError(f"{artifacts} was built with random weights; build the real model")
+    return synth
+
+
+def load_pytorch(config: dict, weights: Path, threads: int):
+    import torch
+
+    from kokoro_ext.build.model import build_model
+    from kokoro_ext.tools.reference import kokoro_synthesize
+
+    torch.set_num_threads(threads)
+    model = build_model(config, weights=weights)
+
+    def speak(ids: list[int], style: np.ndarray, seed: int, spectrum: np.ndarray | None):
+        # the harmonic source's phase: tvm's (same noise, hence the SNR) or kokoro's own
+        phase = None
+        if spectrum is not None:
+            phase = torch.from_numpy(spectrum)[:, spectrum.shape[1] // 2:]
+        reference = kokoro_synthesize(model, ids, torch.from_numpy(style), 1.0, seed,
+                                      phase=phase)
+        return reference.audio.numpy().ravel(), reference.durations.numpy(), reference.phase_flips
+
+    return speak
+
+
+def load_onnx_int8(path: Path, threads: int):
+    if not path.is_file():
+        raise FileNotFoundError(f"no {path}")
+    return onnx_session(path, threads)
+
+
 def run(args: argparse.Namespace) -> dict:
     from kokoro_ext.run.cache import default_weights
-    from kokoro_ext.build.model import build_model, load_voice_array
     from kokoro_ext.run.pipeline import voice_style
-    from kokoro_ext.tools.reference import kokoro_synthesize
-    from kokoro_ext.run.synthesizer import Synthesizer
+    from kokoro_ext.run.voices import load_voice_array
     from kokoro_ext.text import phonemes_to_ids
 
-    torch.set_num_threads(args.threads)
-    synth = Synthesizer(args.artifacts)
-    built_from = synth.manifest["weights"]
-    if "path" not in built_from:
-        raise SystemExit(f"error: {args.artifacts} was built with random weights; build the real model")
-    weights = Path(built_from["path"])
+    try:
+        recognize = Recognizer()
+    except ImportError as error:
+        raise SystemExit(f"error: no speech recognizer to score with ({error}); "
+                         "pip install pocketsphinx") from None
+    synth, _ = load_engine("tvm", lambda: load_tvm(args.artifacts))
+    front = synth if synth is not None else FrontEnd()
+    try:
+        weights = build_facts(synth)["weights"] if synth is not None else default_weights()
+    except ValueError as error:
+        weights = None
+        skipped("pytorch", str(error).splitlines()[0])
+    pytorch = None
+    if weights is not None:
+        pytorch, _ = load_engine(
+            "pytorch", lambda: load_pytorch(front.config, weights, args.threads))
     onnx_path = args.onnx or default_weights()
-    voice = load_voice_array(args.voice)
-    model = build_model(synth.config, weights=weights)
-    session = onnx_session(onnx_path, args.threads)
-    recognize = Recognizer()
+    session, _ = load_engine("onnx-int8", lambda: load_onnx_int8(Path(onnx_path), args.threads))
     have_espeak = shutil.which("espeak-ng") is not None
-    engines = ["tvm", "pytorch", "onnx-int8"] + (["espeak-ng"] if have_espeak else [])
+    if not have_espeak:
+        skipped("espeak-ng", "no espeak-ng executable (apt-get install espeak-ng)")
+    voice = load_voice_array(args.voice)
+    engines = [e for e, up in (("tvm", synth), ("pytorch", pytorch), ("onnx-int8", session),
+                               ("espeak-ng", have_espeak)) if up is not None and up is not False]
+    if not engines:
+        raise SystemExit("error: no engine loaded")
 
     rows = []
     for i, text in enumerate(args.sentences):
-        phonemes = synth.phonemize(text)
-        ids = phonemes_to_ids(phonemes, synth.vocab)
+        phonemes = front.phonemize(text)
+        ids = phonemes_to_ids(phonemes, front.vocab)
         said = spoken(text, args.set == "written")
-        row = {"text": text, "said": said, "phonemes": phonemes, "heard": {}, "seconds": {}}
-        started = time.perf_counter()
-        trace = synth.synthesize_phonemes(phonemes, voice=voice, seed=args.seed)
-        row["seconds"]["tvm"] = time.perf_counter() - started
-        style = torch.from_numpy(voice_style(voice, len(ids) - 2))
-        spectrum = torch.from_numpy(trace.stages["source"]["spectrum"])
-        bins = spectrum.shape[1] // 2
-        started = time.perf_counter()
-        reference = kokoro_synthesize(model, ids, style, 1.0, args.seed, phase=spectrum[:, bins:])
-        row["seconds"]["pytorch"] = time.perf_counter() - started
-        started = time.perf_counter()
-        onnx_audio = onnx_int8(session, ids, voice, 1.0)
-        row["seconds"]["onnx-int8"] = time.perf_counter() - started
-        kokoro = reference.audio.numpy().ravel()
-        same_durations = np.array_equal(reference.durations.numpy(), trace.durations)
-        row["snr_db"] = snr_db(trace.audio, kokoro) if same_durations else None
-        row["phase_flips"] = reference.phase_flips
-        audio = {"tvm": (trace.audio, SAMPLE_RATE), "pytorch": (kokoro, SAMPLE_RATE),
-                 "onnx-int8": (onnx_audio, SAMPLE_RATE)}
+        row = {"text": text, "said": said, "phonemes": phonemes, "heard": {}, "seconds": {},
+               "snr_db": None, "phase_flips": None}
+        audio = {}
+        trace = None
+        if synth is not None:
+            started = time.perf_counter()
+            trace = synth.synthesize_phonemes(phonemes, voice=voice, seed=args.seed)
+            row["seconds"]["tvm"] = time.perf_counter() - started
+            audio["tvm"] = (trace.audio, SAMPLE_RATE)
+        if pytorch is not None:
+            spectrum = trace.stages["source"]["spectrum"] if trace is not None else None
+            started = time.perf_counter()
+            kokoro, durations, row["phase_flips"] = pytorch(
+                ids, voice_style(voice, len(ids) - 2), args.seed, spectrum)
+            row["seconds"]["pytorch"] = time.perf_counter() - started
+            audio["pytorch"] = (kokoro, SAMPLE_RATE)
+            if trace is not None and np.array_equal(durations, trace.durations):
+                row["snr_db"] = snr_db(trace.audio, kokoro)
+        if session is not None:
+            started = time.perf_counter()
+            audio["onnx-int8"] = (onnx_int8(session, ids, voice, 1.0), SAMPLE_RATE)
+            row["seconds"]["onnx-int8"] = time.perf_counter() - started
         if have_espeak:
             audio["espeak-ng"] = espeak(said)
         for engine, (samples, rate) in audio.items():
@@ -265,12 +330,12 @@ def run(args: argparse.Namespace) -> dict:
     pairs = [(r["snr_db"], r) for r in rows if r["snr_db"] is not None]
     return {
         "artifacts": str(args.artifacts),
-        "weights": str(weights),
+        "weights": str(weights) if weights else None,
         "onnx": str(onnx_path),
         "voice": str(args.voice),
         "seed": args.seed,
         "threads": args.threads,
-        "target": synth.manifest.get("target"),
+        "target": build_facts(synth)["target"] if synth is not None else None,
         "engines": engines,
         "reference_words": reference_words,
         "wer": wer,
@@ -292,12 +357,16 @@ def format_tables(result: dict) -> str:
     for e in engines:
         errors = sum(r["errors"][e] for r in result["rows"])
         lines.append(f"{e:<10} {result['wer'][e]:>6.3f} {errors:>7}")
+    lines.append("")
+    if result["snr_db_min"] is not None:
+        lines.append(
+            f"waveform tvm vs pytorch (same weights, voice, noise): SNR min "
+            f"{result['snr_db_min']:.1f} dB, median {result['snr_db_median']:.1f} dB"
+            + (f"; {result['snr_mismatched_durations']} sentences with other durations"
+               if result["snr_mismatched_durations"] else ""))
+    else:
+        lines.append("waveform tvm vs pytorch: no SNR (both are needed, with the same durations)")
     lines += [
-        "",
-        f"waveform tvm vs pytorch (same weights, voice, noise): SNR min "
-        f"{result['snr_db_min']:.1f} dB, median {result['snr_db_median']:.1f} dB"
-        + (f"; {result['snr_mismatched_durations']} sentences with other durations"
-           if result["snr_mismatched_durations"] else ""),
         "",
         f"{'#':>2} {'SNR dB':>7} " + " ".join(f"{e:>9}" for e in engines) + "  sentence",
     ]
@@ -310,9 +379,6 @@ def format_tables(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     engines = result["engines"]
@@ -355,17 +421,6 @@ def main(argv=None) -> int:
     name = "quality" if args.set == "plain" else "quality-written"
     write_results(args.out, name, result, format_tables(result), plot)
     return 0
-
-
-def write_results(out: Path, name: str, result: dict, table: str, plot) -> None:
-    """Print ``table``; write ``name``.json, .txt and .png (``plot(result, path)``) to ``out``."""
-    print()
-    print(table)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-    (out / f"{name}.txt").write_text(table + "\n")
-    plot(result, out / f"{name}.png")
-    print(f"\nwrote {out / (name + '.txt')}, {name}.json, {name}.png")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ others a short reply (SHORT, 5-12 words), voice af_heart.  A server is warmed up
 Per level: time to the first audio byte (TTFA) p50/p95, short and long texts apart;
 total latency p50/p95; throughput in seconds of audio (the PCM received) per wall
 second; errors (a status other than 200, a broken stream, no audio); the server's peak
-RSS (VmHWM of its process, since its start).  Writes serve.txt, serve.json and serve.png
-to ``--out`` (default bench/results).  The machine is shared: its load is recorded.
+RSS (VmHWM of its process, since its start).  Writes serve.txt and serve.json to
+``--out`` (default bench/results), then serve.png if matplotlib is installed.  A server
+that does not come up is reported in one line and left out.  The machine is shared: its
+load is recorded.
 
     python bench/serve.py [--artifacts artifacts] [--engines tvm,fastkokoro]
                           [--clients 1,2,4,8] [--requests 2] [--time-cap 120]
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import shutil
@@ -45,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from harness import load_engine, skipped, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 BYTES_PER_SECOND = 2 * 24_000  # 16-bit mono at 24 kHz
@@ -236,7 +239,11 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 def run_engine(engine: str, args: argparse.Namespace, log=print) -> dict:
-    proc, url = start_server(engine, args, Path(tempfile.gettempdir()) / f"bench-serve-{engine}.log")
+    server_log = Path(tempfile.gettempdir()) / f"bench-serve-{engine}.log"
+    started, reason = load_engine(engine, lambda: start_server(engine, args, server_log), log)
+    if started is None:
+        return {"skipped": reason}
+    proc, url = started
     try:
         idle_rss = peak_rss_mb(proc.pid)
         warm = asyncio.run(level(url, engine, 1, 1, args.time_cap))[0]
@@ -293,9 +300,6 @@ def format_table(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
@@ -314,7 +318,8 @@ def plot(result: dict, path: Path) -> None:
         ax.set_xscale("log", base=2)
         ax.minorticks_off()
         ax.set_xticks(result["clients"], [str(c) for c in result["clients"]])
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -358,14 +363,11 @@ def main(argv=None) -> None:
     for engine in args.engines.split(","):
         if engine == "fastkokoro" and not (args.fastkokoro and Path(args.fastkokoro).exists()):
             result["engines"][engine] = {"skipped": "no fastkokoro executable (--fastkokoro)"}
+            skipped(engine, result["engines"][engine]["skipped"])
             continue
         result["engines"][engine] = run_engine(engine, args)
     result["machine"]["load_after"] = round(os.getloadavg()[0], 2)
-    table = format_table(result)
-    print(table)
-    (args.out / "serve.txt").write_text(table + "\n")
-    (args.out / "serve.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    plot(result, args.out / "serve.png")
+    write_results(args.out, "serve", result, format_table(result), plot)
 
 
 if __name__ == "__main__":
