@@ -1,8 +1,9 @@
-"""The token-to-frame alignment from integer durations, over a frame bucket, in numpy.
+"""The token-to-frame alignment from integer durations, in numpy.
 
 kokoro builds it with ``repeat_interleave`` and index assignment.  Here token n covers
-frames [start_n, end_n) with end = cumsum(durations), compared against the frame index of
-a bucket of ``frames``, so frames past the total belong to no token (all-zero columns).
+frames [start_n, end_n) with end = cumsum(durations), compared against the frame index
+0 .. ``frames`` - 1; ``frames`` may exceed the total (a row padded to the longest of a
+batch), and frames past the total belong to no token (all-zero columns).
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ def _checked(durations: np.ndarray, frames: int) -> np.ndarray:
     total = int(durations.sum(axis=-1).max(initial=0))
     if total > frames:
         raise ValueError(
-            f"durations add up to {total} frames, more than the frame bucket of {frames}; "
-            "use a larger frame bucket"
+            f"durations add up to {total} frames, more than the {frames} frames asked for"
         )
     return durations
 
@@ -27,8 +27,7 @@ def _checked(durations: np.ndarray, frames: int) -> np.ndarray:
 def alignment_matrix(durations: np.ndarray, frames: int) -> np.ndarray:
     """[..., N] integer durations -> [..., N, frames] float32 one-hot alignment.
 
-    Raises ValueError if the durations add up to more than ``frames`` (pick a larger
-    frame bucket) or are negative.
+    Raises ValueError if the durations add up to more than ``frames`` or are negative.
     """
     durations = _checked(durations, frames)
     end = np.cumsum(durations, axis=-1)

@@ -1,4 +1,4 @@
-"""Text to Kokoro phonemes, offline, in chunks the compiled buckets hold.
+"""Text to Kokoro phonemes, offline, in chunks one call of the compiled stages takes.
 
 ``FrontEnd(lang)`` (frontend.py) is the whole text side: markup (markup.py),
 normalization (normalize.py), sentences and chunks (chunking.py) and the G2P of the

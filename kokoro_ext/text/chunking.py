@@ -1,7 +1,7 @@
-"""Long text in pieces the compiled buckets hold: sentences, then clauses, words, phonemes.
+"""Long text in pieces one call takes: sentences, then clauses, words, phonemes.
 
-The compiled stages take at most the largest token bucket (and, after the durations are
-known, the largest frame bucket), so a document is synthesized in chunks:
+One call of the compiled stages takes at most the build's token limit (and, once the
+durations are known, its frame limit), so a document is synthesized in chunks:
 
 1. ``split_sentences`` cuts the text after sentence and clause ends (``. ! ? … ; :``,
    keeping the punctuation and skipping common abbreviations such as "Dr.") and at line
@@ -14,8 +14,8 @@ known, the largest frame bucket), so a document is synthesized in chunks:
    chunk is cut, at a phoneme boundary (a stress mark stays with its vowel, a length
    mark with its sound).  ``pack_evenly`` makes as many chunks, as even as they can be
    (what the Synthesizer uses: no sentence ends in a chunk of a word or two).
-4. ``split_in_two`` halves a chunk whose audio turned out longer than the largest frame
-   bucket, at the word boundary nearest its middle.
+4. ``split_in_two`` halves a chunk whose audio turned out longer than the frame limit,
+   at the word boundary nearest its middle.
 
 Every chunk records how it ends (a ``Break``); the chunk after it starts with the pause
 ``PAUSES`` gives for that break.  Everything here is pure: no G2P, no TVM.
