@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kokoro_ext.build.cli import build, parse_args
+from kokoro_ext.build.cli import parse_args
+from kokoro_ext.build.driver import build
 from kokoro_ext.build.model import small_config
-from kokoro_ext.run.pipeline import AnyLength
+from kokoro_ext.run.manifest import Limits
 
 #: Limits tests put on a Synthesizer of the small build, so that short texts need chunks.
 TOKENS, FRAMES = 20, 48
@@ -15,8 +16,15 @@ TOKENS, FRAMES = 20, 48
 
 def limit(synth):
     """``synth`` taking at most TOKENS tokens and FRAMES frames per call; returns it."""
-    synth.token_sizes, synth.frame_sizes = AnyLength(TOKENS), AnyLength(FRAMES)
+    synth.limits = Limits(tokens=TOKENS, frames=FRAMES)
     return synth
+
+
+def small_config_file(root: Path) -> Path:
+    """The small config as a file in ``root``, for ``--config``."""
+    config = root / "small.json"
+    config.write_text(json.dumps(small_config(), ensure_ascii=False))
+    return config
 
 
 def build_small(root: Path, log=print, jobs: int | None = None) -> Path:
@@ -24,16 +32,9 @@ def build_small(root: Path, log=print, jobs: int | None = None) -> Path:
 
     ``jobs`` as ``build --jobs`` (default: one process per core).
     """
-    config = root / "small.json"
-    config.write_text(json.dumps(small_config(), ensure_ascii=False))
-    args = parse_args(
-        [
-            "--config",
-            str(config),
-            "--out",
-            str(root / "artifacts"),
-            "--random-weights",
-        ]
+    options = parse_args(
+        ["--config", str(small_config_file(root)), "--out", str(root / "artifacts"),
+         "--random-weights"]
         + (["--jobs", str(jobs)] if jobs else [])
-    )
-    return build(args, log=log)
+    )  # fmt: skip
+    return build(options, log=log)

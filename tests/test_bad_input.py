@@ -114,14 +114,14 @@ def test_voice_files_are_checked(synth, tmp_path):
 def test_a_stage_returning_nan_is_named(synth, monkeypatch, stage):
     real = synth._stage
 
-    def broken(name, bucket):
-        run = real(name, bucket)
+    def broken(name):
+        run = real(name)
         if name != stage:
             return run
 
-        def poisoned(*args):
-            outputs = [o.copy() for o in run(*args)]
-            outputs[0][...] = np.nan
+        def poisoned(**inputs):
+            outputs = {k: o.copy() for k, o in run(**inputs).items()}
+            next(iter(outputs.values()))[...] = np.nan
             return outputs
 
         return poisoned

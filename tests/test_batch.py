@@ -52,15 +52,15 @@ def test_two_rows_of_unequal_length_equal_two_single_runs(synth, model, name):
     axis = STAGES[name].axis
     long = _inputs(model, name, LONG[axis], seed=1)
     short = _inputs(model, name, SHORT[axis], seed=2)
-    run = synth._stage(name, LONG[axis])
-    batch = [np.concatenate([a, _pad_to(b, a)]) for a, b in zip(long, short)]
-    batch[STAGES[name].inputs.index("lengths")] = np.array([LONG[axis], SHORT[axis]])
-    together = run(*batch)
-    alone = [run(*long), run(*short)]
-    for output, got in zip(STAGES[name].outputs, together):
+    run = synth._stage(name)
+    batch = {k: np.concatenate([a, _pad_to(b, a)]) for k, a, b in zip(run.inputs, long, short)}
+    batch["lengths"] = np.array([LONG[axis], SHORT[axis]])
+    together = run(batch)
+    alone = [run(dict(zip(run.inputs, long))), run(dict(zip(run.inputs, short)))]
+    for output, got in together.items():
         assert got.shape[0] == 2
-        np.testing.assert_allclose(got[:1], alone[0][STAGES[name].outputs.index(output)],
-                                   atol=1e-4, err_msg=f"{name}.{output}, row 0")
-        want = alone[1][STAGES[name].outputs.index(output)]
+        np.testing.assert_allclose(got[:1], alone[0][output], atol=1e-4,
+                                   err_msg=f"{name}.{output}, row 0")
+        want = alone[1][output]
         np.testing.assert_allclose(_valid(got[1:], want), want, atol=1e-4,
                                    err_msg=f"{name}.{output}, row 1")

@@ -9,10 +9,11 @@ import shutil
 import numpy as np
 import pytest
 
-import kokoro_ext.build.cli
-from kokoro_ext.build import environment, target
+from kokoro_ext.build import driver, environment, target
+from kokoro_ext.build.cli import parse_args
 from kokoro_ext.run import artifacts, cpu
 from kokoro_ext.build.compiler import CompiledStage, Parameter
+from kokoro_ext.run.manifest import FORMAT, Source
 from kokoro_ext.run.synthesizer import Synthesizer
 from kokoro_ext.build.stages import MAX_TOKENS
 from kokoro_ext.tools.validate import main as validate_main
@@ -49,7 +50,7 @@ def _edit_manifest(directory, **changes):
 
 
 def test_the_copy_loads(copy):
-    assert Synthesizer(copy).manifest["limits"]["tokens"] == MAX_TOKENS
+    assert Synthesizer(copy).manifest.limits.tokens == MAX_TOKENS
 
 
 @pytest.mark.parametrize(
@@ -122,6 +123,7 @@ def _tree(directory):
 def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch):
     before = _tree(copy)
     calls = []
+    signature = artifacts.read_manifest(copy).stages["decoder"].signature
 
     class Partial:  # the first stage "compiles" and is written to the staging directory
         def export_library(self, path):
@@ -133,17 +135,22 @@ def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch
         if len(calls) == 2:
             raise RuntimeError("interrupted")
         return CompiledStage(
-            Partial(), 0, {}, [np.zeros(3, np.float32)], [Parameter("w", (3,), "float32")]
+            Partial(), 0, {}, [np.zeros(3, np.float32)], [Parameter("w", (3,), "float32")],
+            signature,
         )
 
-    monkeypatch.setattr(kokoro_ext.build.cli, "compile_stage", second_stage_fails)
-    monkeypatch.setattr(kokoro_ext.build.cli, "load_library", lambda path: None)
-    monkeypatch.setattr(kokoro_ext.build.cli, "transform_weights", lambda library, w: w)
-    with pytest.raises(RuntimeError, match="interrupted"):  # in-process, so the patch applies
+    monkeypatch.setattr(driver, "compile_stage", second_stage_fails)
+    monkeypatch.setattr(driver, "load_library", lambda path: None)
+    monkeypatch.setattr(driver, "transform_weights", lambda library, w: w)
+    with pytest.raises(RuntimeError, match="interrupted") as failed:  # in-process: patched
         build_small(copy.parent, log=lambda line: None, jobs=1)
     assert len(calls) == 2
     assert _tree(copy) == before
     assert not [p.name for p in copy.parent.iterdir() if p.name.startswith(".")]
+    # the log of the failed build is kept beside the directory, named in the error
+    log = copy.parent / f"{copy.name}.failed-{artifacts.LOG}"
+    assert failed.value.__notes__ == [f"the build's log: {log}"]
+    assert "RuntimeError: interrupted" in log.read_text()
     audio = Synthesizer(copy).synthesize_phonemes("hˈI ðˈɛɹ.").audio
     assert audio.size and np.isfinite(audio).all()
 
@@ -160,25 +167,26 @@ def test_a_killed_build_is_recovered_by_the_next_one(copy):
     staging.mkdir()
     (staging / "decoder.so").write_bytes(b"half")
     copy.rename(copy.with_name(f".{copy.name}.old-{dead.pid}"))
-    kokoro_ext.build.cli._recover_killed_build(copy)
+    driver._recover_killed_build(copy)
     assert _tree(copy) == before
     assert not [p.name for p in copy.parent.iterdir() if p.name.startswith(".")]
     Synthesizer(copy)  # verifies every file against the manifest
 
 
 def _weights_only(directory, *flags):
-    args = kokoro_ext.build.cli.parse_args(["--weights-only", "--out", str(directory), *flags])
-    return kokoro_ext.build.cli.build(args, log=lambda line: None)
+    options = parse_args(["--weights-only", "--out", str(directory), *flags])
+    return driver.build(options, log=lambda line: None)
 
 
 def test_weights_only_repoints_a_build_without_compiling(copy):
     before = artifacts.read_manifest(copy)
     _weights_only(copy, "--random-weights", "--seed", "1")
     after = artifacts.read_manifest(copy)
-    assert after["weights"] == {"random_seed": 1}
-    for name, entry in after["stages"].items():
-        assert entry["sha256"] == before["stages"][name]["sha256"]  # the same libraries
-        assert entry["weights"]["sha256"] != before["stages"][name]["weights"]["sha256"]
+    assert after.weights == Source(random_seed=1)
+    for name, entry in after.stages.items():
+        assert entry.sha256 == before.stages[name].sha256  # the same libraries
+        assert entry.signature == before.stages[name].signature
+        assert entry.weights.sha256 != before.stages[name].weights.sha256
     # validate rebuilds the PyTorch model from the manifest (seed 1): the stages agree
     results = validate(Synthesizer(copy), "hˈI ðˈɛɹ.", seed=0)
     stages = [r for r in results if r.name.startswith(("text.", "prosody.", "source.", "decoder."))]
@@ -187,7 +195,7 @@ def test_weights_only_repoints_a_build_without_compiling(copy):
 
 def test_weights_only_refuses_a_checkpoint_of_another_architecture(copy):
     manifest = json.loads((copy / artifacts.MANIFEST).read_text())
-    manifest["stages"]["text"]["parameters"].append(["bert.no_such.weight", [3], "float32"])
+    manifest["stages"]["text"]["parameters"].append(["bert.no_such.weight", "float32", [3]])
     _rewrite(copy / artifacts.MANIFEST, json.dumps(manifest).encode())
     with pytest.raises(ValueError, match="bert.no_such.weight.*build it from scratch"):
         _weights_only(copy, "--random-weights")
@@ -197,37 +205,34 @@ def test_a_manifest_without_cpu_features_is_refused(copy):
     manifest = json.loads((copy / artifacts.MANIFEST).read_text())
     del manifest["cpu_features"]
     _rewrite(copy / artifacts.MANIFEST, json.dumps(manifest).encode())
-    with pytest.raises(ValueError, match="records no cpu_features.*rebuild"):
+    with pytest.raises(ValueError, match="records no 'cpu_features'.*rebuild"):
         Synthesizer(copy)
 
 
 def test_a_build_of_the_previous_format_is_refused(copy):
-    _edit_manifest(copy, format=artifacts.FORMAT - 1)
-    with pytest.raises(ValueError, match=rf"has format {artifacts.FORMAT - 1}.*rebuild"):
+    _edit_manifest(copy, format=FORMAT - 1)
+    with pytest.raises(ValueError, match=rf"has format {FORMAT - 1}.*rebuild"):
         Synthesizer(copy)
 
 
 def test_the_weights_files_hold_what_main_takes(build_dir):
     # the build ran each library's weight transform on the checkpoint's parameters: the
     # stored arrays are its outputs, which the runtime passes to main as they are
-    from kokoro_ext.build.compiler import Parameter, transform_weights
+    from kokoro_ext.build.compiler import transform_weights
     from kokoro_ext.build.model import build_model
     from kokoro_ext.build.stages import STAGES
     from kokoro_ext.run.runner import load_library
-    from kokoro_ext.run.weights import entries_from_json, load_weights
+    from kokoro_ext.run.weights import load_weights
 
     directory = build_dir[0]
     manifest = artifacts.read_manifest(directory)
     config = json.loads((directory / artifacts.CONFIG).read_text())
-    model = build_model(config, weights=None, seed=manifest["weights"]["random_seed"])
-    for name, entry in manifest["stages"].items():
+    model = build_model(config, weights=None, seed=manifest.weights.random_seed)
+    for name, entry in manifest.stages.items():
         module = dict(STAGES[name].module(model).named_parameters())
-        parameters = [Parameter.from_json(p) for p in entry["parameters"]]
-        checkpoint = [module[p.name].detach().numpy() for p in parameters]
-        expected = transform_weights(load_library(directory / entry["file"]), checkpoint)
-        stored = load_weights(
-            directory / entry["weights"]["file"], entries_from_json(entry["weights"]["tensors"])
-        )
+        checkpoint = [module[p.name].detach().numpy() for p in entry.parameters]
+        expected = transform_weights(load_library(directory / entry.file), checkpoint)
+        stored = load_weights(directory / entry.weights.file, entry.weights.tensors)
         assert len(stored) == len(expected)
         assert all(np.array_equal(s, e) for s, e in zip(stored, expected)), name
 

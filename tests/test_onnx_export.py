@@ -15,6 +15,7 @@ import torch
 from kokoro_ext.tools.engines import onnx_provider, torch_provider
 from kokoro_ext.build.export.onnx import export_onnx
 from kokoro_ext.build.model import build_model, random_voice, small_config
+from kokoro_ext.run.manifest import Limits
 from kokoro_ext.run.pipeline import synthesize_ids, voice_style
 from kokoro_ext.build.stages import STAGES, Geometry
 from kokoro_ext.tools.validate import compare, compare_spectrum
@@ -28,13 +29,15 @@ def test_stages_in_onnx_runtime_match_pytorch(model, tmp_path):
     onnx, eager = onnx_provider(model, tmp_path, threads=1), torch_provider(model)
     results = []
 
-    def both(name, bucket):
-        got, want = onnx(name, bucket), eager(name, bucket)
+    def both(name):
+        got, want = onnx(name), eager(name)
 
-        def run(*args):
-            g, w = got(*args), want(*args)
-            for out, a, b in zip(STAGES[name].outputs, g, w):
+        def run(**inputs):
+            g, w = got(**inputs), want(**inputs)
+            assert tuple(g) == tuple(w) == STAGES[name].outputs
+            for out, a in g.items():
                 assert np.isfinite(a).all(), (name, out)
+                b = w[out]
                 results.append(compare_spectrum(a, b) if out == "spectrum" else compare(out, a, b))
             return w
 
@@ -42,7 +45,7 @@ def test_stages_in_onnx_runtime_match_pytorch(model, tmp_path):
 
     ids = [0] + [10 + i % 30 for i in range(10)] + [0]
     style = voice_style(random_voice(0).numpy(), 10)
-    synthesize_ids(both, Geometry.from_model(model), ids, style, [12], [32], 1.0, seed=0)
+    synthesize_ids(both, Geometry.from_model(model), ids, style, Limits(12, 64), 1.0, seed=0)
     assert len(results) == 7
     for r in results:
         assert r.max_abs <= 1e-4, r

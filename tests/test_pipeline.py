@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kokoro_ext.run import artifacts
+from kokoro_ext.run.manifest import Limits, Source
 from kokoro_ext.run.synthesizer import Synthesizer
 from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES
 from kokoro_ext.text import phonemes_to_ids
@@ -35,26 +36,31 @@ def test_build_writes_one_library_per_stage_and_its_weights(build_dir):
     out, log = build_dir
     manifest = artifacts.read_manifest(out)
     assert "RANDOM weights" in log[0]
-    assert manifest["limits"] == {"tokens": MAX_TOKENS, "frames": MAX_FRAMES}
-    assert sorted(manifest["stages"]) == sorted(STAGES)
+    assert manifest.limits == Limits(tokens=MAX_TOKENS, frames=MAX_FRAMES)
+    assert sorted(manifest.stages) == sorted(STAGES)
     assert sorted(p.name for p in out.glob("*.so")) == sorted(f"{s}.so" for s in STAGES)
-    for name, entry in manifest["stages"].items():
-        assert entry["file"] == artifacts.stage_file(name)
-        assert artifacts.sha256(out / entry["file"]) == entry["sha256"]
-        weights = out / entry["weights"]["file"]
-        assert artifacts.sha256(weights) == entry["weights"]["sha256"]
-        assert weights.stat().st_size == entry["weights"]["bytes"]
+    for name, entry in manifest.stages.items():
+        assert entry.file == artifacts.stage_file(name)
+        assert artifacts.sha256(out / entry.file) == entry.sha256
+        weights = out / entry.weights.file
+        assert artifacts.sha256(weights) == entry.weights.sha256
+        assert weights.stat().st_size == entry.weights.bytes
+        assert entry.signature.input_names == STAGES[name].inputs
+        assert entry.signature.output_names == STAGES[name].outputs
     # the libraries hold code, the weights files the weights: each stored once
-    code = sum((out / e["file"]).stat().st_size for e in manifest["stages"].values())
-    assert code < sum(e["weights"]["bytes"] for e in manifest["stages"].values()) / 10
-    assert manifest["config_sha256"] == artifacts.sha256(out / artifacts.CONFIG)
+    code = sum((out / e.file).stat().st_size for e in manifest.stages.values())
+    assert code < sum(e.weights.bytes for e in manifest.stages.values()) / 10
+    assert manifest.config_sha256 == artifacts.sha256(out / artifacts.CONFIG)
     # llvm = this host: its CPU name and exactly its features
-    assert manifest["target"] == parse_target("llvm")
-    assert manifest["target"]["mcpu"] == llvm_host().name
-    assert set(manifest["cpu_features"]) == instruction_features(llvm_host().enabled)
-    assert manifest["weights"] == {"random_seed": 0}
-    assert all(state != "not applied" for state in manifest["patches"].values())
+    assert manifest.target == parse_target("llvm")
+    assert manifest.target["mcpu"] == llvm_host().name
+    assert set(manifest.cpu_features) == instruction_features(llvm_host().enabled)
+    assert manifest.weights == Source(random_seed=0)
+    assert all(state != "not applied" for state in manifest.patches.values())
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".artifacts")]
+    # one line per stage; the compiler's warnings went to the log, not to the terminal
+    assert sum(line.startswith("[") for line in log) == len(STAGES)
+    assert (out / artifacts.LOG).is_file()
 
 
 @pytest.mark.parametrize("phonemes", [PHONEMES, LONGER])
@@ -62,8 +68,9 @@ def test_stages_and_waveform_match_kokoro(synth, phonemes, parity_report):
     results = {r.name: r for r in validate(synth, phonemes, seed=3)}
     trace = synth.synthesize_phonemes(phonemes, seed=3)
     # one library per stage runs each input at its own length: no padding
-    assert trace.token_bucket == len(phonemes_to_ids(phonemes, synth.vocab))
-    assert trace.frame_bucket == trace.durations.sum()
+    assert trace.tokens == len(phonemes_to_ids(phonemes, synth.vocab))
+    assert trace.frames == trace.durations.sum()
+    assert trace.stages["decoder"]["audio"].shape == (1, 600 * trace.frames)
     for name, r in results.items():
         if name.startswith(("text.", "prosody.", "source.", "decoder.")):
             assert r.max_abs <= 1e-4, (name, r)
@@ -73,7 +80,7 @@ def test_stages_and_waveform_match_kokoro(synth, phonemes, parity_report):
     assert "durations" not in results
     assert results["waveform vs kokoro"].snr_db >= 40.0
     parity_report(
-        f"pipeline, {trace.token_bucket} tokens, {trace.frame_bucket} frames: "
+        f"pipeline, {trace.tokens} tokens, {trace.frames} frames: "
         + "; ".join(
             f"{r.name} {r.max_abs:.1e} ({r.snr_db:.0f} dB{', ' + r.note if r.note else ''})"
             for r in results.values()

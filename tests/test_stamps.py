@@ -11,6 +11,8 @@ import pytest
 
 from kokoro_ext.run import artifacts, stamps
 
+from manifests import example_manifest, stage_entry
+
 NAME = "decoder.weights"
 
 
@@ -20,15 +22,8 @@ def build(tmp_path, monkeypatch):
     directory = tmp_path / "artifacts"
     directory.mkdir()
     (directory / NAME).write_bytes(b"weights " * 1000)
-    manifest = {
-        "stages": {
-            "decoder": {
-                "file": "decoder.so",
-                "sha256": "0" * 64,
-                "weights": {"file": NAME, "sha256": artifacts.sha256(directory / NAME)},
-            }
-        }
-    }
+    entry = stage_entry("decoder", weights_sha256=artifacts.sha256(directory / NAME))
+    manifest = example_manifest(stages={"decoder": entry})
     hashed = []
     real = artifacts.sha256
     monkeypatch.setattr(artifacts, "sha256", lambda path: hashed.append(path) or real(path))

@@ -34,8 +34,8 @@ def test_chunks_fit_the_limits_and_keep_every_word(synth, chunks):
     assert len(chunks) > len(list(split_sentences(TEXT)))  # sentences had to be split
     assert all(len(c.phonemes) <= synth.chunk_limit for c in chunks)
     # exact shapes: no padding on either axis
-    assert all(c.trace.token_bucket == len(phonemes_to_ids(c.phonemes, synth.vocab)) for c in chunks)
-    assert all(c.trace.frame_bucket == c.trace.durations.sum() <= FRAMES for c in chunks)
+    assert all(c.trace.tokens == len(phonemes_to_ids(c.phonemes, synth.vocab)) for c in chunks)
+    assert all(c.trace.frames == c.trace.durations.sum() <= FRAMES for c in chunks)
     assert " ".join(c.text for c in chunks).split() == TEXT.split()
     assert all(np.isfinite(c.audio).all() and c.audio.size > 0 for c in chunks)
 
@@ -110,7 +110,7 @@ def test_a_chunk_too_long_for_the_frame_limit_is_halved(synth):
     pieces = pack(words, synth.chunk_limit)
     chunks = list(synth.stream(text, speed=0.5))
     assert len(chunks) > len(pieces)
-    assert all(c.trace.frame_bucket <= FRAMES for c in chunks)
+    assert all(c.trace.frames <= FRAMES for c in chunks)
     assert "".join(c.phonemes for c in chunks).replace(" ", "") == "".join(
         p.phonemes for p in pieces
     ).replace(" ", "")

@@ -11,7 +11,8 @@ import torch
 
 from kokoro_ext.build import fetch
 from kokoro_ext.run import cache
-from kokoro_ext.build.cli import parse_args, resolve_sources
+from kokoro_ext.build.cli import parse_args
+from kokoro_ext.build.driver import resolve_sources
 from kokoro_ext.build.model import VOICE_SHAPE, list_voices, load_voice, load_voice_array, resolve_voice
 from kokoro_ext.run.errors import BadInput, UnknownVoice
 from kokoro_ext.run.voices import VoiceDirectory

@@ -27,7 +27,9 @@ from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
+from kokoro_ext.build.precision import WeightDtype, int8_weights
 from kokoro_ext.build.stages import StageSpec
+from kokoro_ext.run.manifest import StageSignature
 from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_tensor
 
 
@@ -68,6 +70,7 @@ class CompiledStage(CompiledModule):
 
     weights: list[np.ndarray] = field(default_factory=list)  # the transform's inputs
     parameters: list[Parameter] = field(default_factory=list)  # their names, in that order
+    signature: StageSignature | None = None  # what main takes and returns, by name
 
 
 def compile_module(
@@ -87,7 +90,7 @@ def compile_module(
     (kokoro_ext.build.pipeline).
     """
     mod, ir_lines, seconds, _ = _import(module, example, dynamic_shapes, lstm_backend, False)
-    executable = _compile(mod, target, native_dense, seconds)
+    executable = _compile(mod, target, PipelineOptions(native_dense=native_dense), seconds)
     return CompiledModule(executable, ir_lines, seconds)
 
 
@@ -97,6 +100,7 @@ def compile_stage(
     target: str | dict = "llvm",
     lstm_backend: LstmBackend = "native",
     native_dense: bool = True,
+    weight_dtype: WeightDtype = "auto",
 ) -> CompiledStage:
     """Compile ``spec``'s stage of ``model`` once for every batch and length (its symbolic
     axes), with the weights as parameters: the module's, in the order ``parameters``
@@ -105,14 +109,20 @@ def compile_stage(
     constant to what it saves, and a warning per entry to every load)."""
     module = spec.module(model)
     example = spec.batched_example(model, 16)
-    mod, ir_lines, seconds, names = _import(
-        module, example, spec.dynamic(model), lstm_backend, True
-    )
+    dynamic = spec.dynamic(model)
+    mod, ir_lines, seconds, program = _import(module, example, dynamic, lstm_backend, True)
+    names = [name for name, _ in program.named_parameters()]
+    # the weight parameters' Relax names, in the checkpoint's order
+    relax_names = [v.name for v in mod["main"].params[-len(names):]] if names else []
     mod, params = detach_params(mod)
-    executable = _compile(mod, target, native_dense, seconds)
     weights = [w.numpy() for w in params["main"]]
+    chosen = int8_weights(zip(names, weights, strict=True), weight_dtype)
+    int8 = frozenset(r for n, r in zip(names, relax_names) if n in chosen)
+    options = PipelineOptions(native_dense=native_dense, int8_weights=int8)
+    executable = _compile(mod, target, options, seconds)
     parameters = [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
-    return CompiledStage(executable, ir_lines, seconds, weights, parameters)
+    signature = spec.signature(program, dynamic)
+    return CompiledStage(executable, ir_lines, seconds, weights, parameters, signature)
 
 
 def transform_weights(library: Any, parameters: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -142,14 +152,13 @@ def _import(module, example, dynamic_shapes, lstm_backend, keep_weights):
         program, custom_convert_map=converters, keep_params_as_input=keep_weights
     )
     seconds["import"] = time.perf_counter() - start
-    names = [name for name, _ in program.named_parameters()]
-    return mod, len(mod.script().splitlines()), seconds, names
+    return mod, len(mod.script().splitlines()), seconds, program
 
 
-def _compile(mod, target, native_dense, seconds):
+def _compile(mod, target, options: PipelineOptions, seconds):
     start = time.perf_counter()
     target = tvm.target.Target(target)
-    pipeline = get_default_pipeline(target, PipelineOptions(native_dense=native_dense))
+    pipeline = get_default_pipeline(target, options)
     executable = tvm.compile(mod, target=target, relax_pipeline=pipeline)
     seconds["compile"] = time.perf_counter() - start
     return executable

@@ -13,7 +13,9 @@ Dims named by the axis, derived axes written as what they are, ``2*frames``,
 ``600*frames``, ``120*frames+1``), so one compiled library runs every length.  A single
 input runs at its own length, unpadded.  The stages also take ``lengths``: rows of a
 batch padded to a common length keep their own valid lengths, so the valid part of each
-row equals that row run alone.
+row equals that row run alone.  ``StageSpec.signature`` reads the names, dtypes and
+symbolic shapes of a stage's inputs and outputs off its exported program, for the
+manifest (the run side checks them against kokoro_ext.run.contract).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+import sympy
 import torch
 from torch import Tensor, nn
-from torch.export import Dim
+from torch.export import Dim, ExportedProgram
 
 from kokoro_ext.build.export import DecoderStage, ProsodyStage, SourceStage, TextStage
 from kokoro_ext.run.geometry import STYLE_DIM, Geometry
+from kokoro_ext.run.manifest import StageSignature, TensorSpec
 
 __all__ = ["STAGES", "STYLE_DIM", "Geometry", "StageSpec", "MAX_TOKENS", "MAX_FRAMES", "MAX_BATCH"]
 
@@ -36,7 +40,8 @@ Axis = Literal["tokens", "frames"]
 
 @dataclass(frozen=True)
 class StageSpec:
-    """One compiled stage: its PyTorch module and example inputs for a bucket size."""
+    """One compiled stage: its PyTorch module, example inputs of a length, and which of
+    their axes are symbolic."""
 
     name: str
     axis: Axis
@@ -50,6 +55,48 @@ class StageSpec:
         """``example`` with ``rows`` rows: what the symbolic export traces (a batch axis of
         1 would be specialized)."""
         return tuple(t.repeat(rows, *[1] * (t.ndim - 1)) for t in self.example(model, size))
+
+    def signature(self, program: ExportedProgram, dynamic: tuple) -> StageSignature:
+        """The signature of the library compiled from ``program`` (this stage exported with
+        ``dynamic``): the spec's names, the program's dtypes and shapes, each symbolic
+        size written in the names of ``dynamic``'s Dims, and their bounds."""
+        nodes = {node.name: node for node in program.graph.nodes}
+        inputs = [nodes[n].meta["val"] for n in program.graph_signature.user_inputs]
+        outputs = [nodes[n].meta["val"] for n in program.graph_signature.user_outputs]
+        if (len(inputs), len(outputs)) != (len(self.inputs), len(self.outputs)):
+            raise ValueError(
+                f"stage {self.name!r} names {len(self.inputs)} inputs and "
+                f"{len(self.outputs)} outputs, its program has {len(inputs)} and {len(outputs)}"
+            )
+        # torch.export names its symbols s0, s1, ...: each is the root of a Dim given
+        names: dict[sympy.Symbol, sympy.Symbol] = {}
+        for value, axes in zip(inputs, dynamic):
+            for axis, dim in (axes or {}).items():
+                size = value.shape[axis]
+                if isinstance(size, torch.SymInt):
+                    root = getattr(dim, "root", dim)  # 2*frames: frames
+                    for symbol in size.node.expr.free_symbols:
+                        names[symbol] = sympy.Symbol(root.__name__)
+
+        def spec(name: str, value: Tensor) -> TensorSpec:
+            shape = tuple(
+                str(size.node.expr.xreplace(names)).replace(" ", "")
+                if isinstance(size, torch.SymInt)
+                else int(size)
+                for size in value.shape
+            )
+            return TensorSpec(name, str(value.dtype).removeprefix("torch."), shape)
+
+        axes = {}
+        for symbol, name in names.items():
+            bounds = program.range_constraints[symbol]
+            upper = int(bounds.upper) if bounds.upper.is_Integer else None  # not int_oo
+            axes[str(name)] = (int(bounds.lower), upper)
+        return StageSignature(
+            inputs=tuple(map(spec, self.inputs, inputs)),
+            outputs=tuple(map(spec, self.outputs, outputs)),
+            axes=dict(sorted(axes.items())),
+        )
 
 
 #: Longest input of the text stage: kokoro's 510 phonemes and its two boundary tokens

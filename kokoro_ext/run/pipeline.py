@@ -1,45 +1,38 @@
-"""The host side of synthesis: shapes, durations, alignment, noise; stages run elsewhere.
+"""The host side of synthesis: durations, alignment, noise; stages run elsewhere.
 
-``synthesize_ids`` runs the four stages of kokoro_ext.build.stages through a ``StageProvider``
-(compiled modules in the runtime, PyTorch modules in validation), so both take the same
-path through the pipeline and differ only in what computes a stage.
+``synthesize_ids`` runs the four stages (kokoro_ext.run.contract) through a
+``StageProvider`` (compiled libraries in the runtime, PyTorch modules in validation), so
+both take the same path through the pipeline and differ only in what computes a stage.
+Every stage runs at the input's own length: the libraries take any length up to the
+build's limits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from kokoro_ext.run.alignment import align
 from kokoro_ext.run.geometry import STYLE_DIM, Geometry
+from kokoro_ext.run.manifest import Limits
 from kokoro_ext.run.noise import source_noise
 
-#: stage name, padded length -> callable on numpy inputs returning numpy outputs
-StageProvider = Callable[[str, int], Callable[..., list[np.ndarray]]]
-
-
-@dataclass(frozen=True)
-class AnyLength:
-    """An axis the stages take at every length up to ``limit``: no padding at all."""
-
-    limit: int
-
-
-#: The lengths an axis is padded to: a list of buckets (static-shape stages, the smallest
-#: bucket that holds the input), or AnyLength (symbolic stages, the input's own length).
-Sizes = Sequence[int] | AnyLength
+#: A stage called by name: keyword inputs -> outputs by name (kokoro_ext.run.runner.NamedStage).
+StageFn = Callable[..., Mapping[str, np.ndarray]]
+#: stage name -> that stage
+StageProvider = Callable[[str], StageFn]
 
 
 @dataclass
 class Trace:
-    """One synthesis: the audio and what each stage saw and produced (valid parts)."""
+    """One synthesis: the audio and what each stage saw and produced."""
 
     audio: np.ndarray  # float32 [samples] at 24 kHz
     durations: np.ndarray  # int64 [tokens]: frames per token
-    token_bucket: int  # the tokens' padded length (the length itself with AnyLength)
-    frame_bucket: int  # the frames' padded length
+    tokens: int  # the input's length, kokoro's two boundary tokens included
+    frames: int  # the audio's length in alignment frames: durations.sum()
     stages: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
@@ -62,19 +55,7 @@ class NonFiniteOutput(RuntimeError):
     """A stage returned NaN or Inf: a broken build or kernel, not a property of the input."""
 
 
-def pick_bucket(size: int, sizes: Sizes, axis: str) -> int:
-    """The length ``size`` is padded to; LengthOverflow (a ValueError) if none holds it."""
-    if isinstance(sizes, AnyLength):
-        if size > sizes.limit:
-            raise LengthOverflow(axis, size, sizes.limit)
-        return size
-    fitting = [b for b in sorted(sizes) if b >= size]
-    if not fitting:
-        raise LengthOverflow(axis, size, max(sizes))
-    return fitting[0]
-
-
-def check_finite(stage: str, **outputs: np.ndarray) -> None:
+def check_finite(stage: str, outputs: Mapping[str, np.ndarray]) -> None:
     """NonFiniteOutput naming the stage and output if any value is NaN or Inf."""
     for name, value in outputs.items():
         if not np.isfinite(value).all():
@@ -97,8 +78,7 @@ def synthesize_ids(
     geometry: Geometry,
     input_ids: Sequence[int],
     style: np.ndarray,
-    token_sizes: Sizes,
-    frame_sizes: Sizes,
+    limits: Limits,
     speed: float = 1.0,
     seed: int = 0,
 ) -> Trace:
@@ -106,49 +86,58 @@ def synthesize_ids(
 
     ``seed`` fixes the harmonic source's noise: the draws kokoro makes after
     ``torch.manual_seed(seed)`` (kokoro_ext.run.noise.source_noise).  Raises
-    LengthOverflow when the input exceeds the largest token or frame size, and
-    NonFiniteOutput naming the stage whose valid output holds NaN or Inf.
+    LengthOverflow when the input needs more tokens or frames than ``limits``, and
+    NonFiniteOutput naming the stage whose output holds NaN or Inf.
     """
     tokens = len(input_ids)
-    token_bucket = pick_bucket(tokens, token_sizes, "tokens")
-    ids = np.zeros((1, token_bucket), dtype=np.int64)
-    ids[0, :tokens] = input_ids
-    token_lengths = np.array([tokens], dtype=np.int64)
+    if tokens > limits.tokens:
+        raise LengthOverflow("tokens", tokens, limits.tokens)
     decoder_style, predictor_style = style[:, :STYLE_DIM], style[:, STYLE_DIM:]
-    valid: dict[str, dict[str, np.ndarray]] = {}  # each stage's outputs, trimmed to the input
+    outputs: dict[str, dict[str, np.ndarray]] = {}
 
-    def keep(stage: str, **outputs: np.ndarray) -> None:
-        check_finite(stage, **outputs)
-        valid[stage] = outputs
+    def run(stage: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+        result = dict(run_stage(stage)(**inputs))
+        check_finite(stage, result)
+        outputs[stage] = result
+        return result
 
-    d, duration, t_en = run_stage("text", token_bucket)(ids, token_lengths, predictor_style)
-    keep("text", d=d[:, :tokens], duration=duration[:, :tokens], t_en=t_en[..., :tokens])
-
-    durations = np.maximum(np.round(duration[0, :tokens] / speed), 1).astype(np.int64)
-    frames = int(durations.sum())
-    frame_bucket = pick_bucket(frames, frame_sizes, "frames")
-    en = align(d[0, :tokens].T, durations, frame_bucket)[None]  # [1, C, frames]
-    asr = align(t_en[0, :, :tokens], durations, frame_bucket)[None]
-    frame_lengths = np.array([frames], dtype=np.int64)
-    F0, N = run_stage("prosody", frame_bucket)(en, frame_lengths, predictor_style)
-    keep("prosody", F0=F0[:, : 2 * frames], N=N[:, : 2 * frames])
-
-    samples = geometry.samples_per_frame * frames
-    noise = source_noise(seed, 1, samples, geometry.harmonics)
-    if frame_bucket > frames:  # static-shape stages: zeros past the input
-        padding = geometry.samples_per_frame * (frame_bucket - frames)
-        noise = np.pad(noise, ((0, 0), (0, padding), (0, 0)))
-    (spectrum,) = run_stage("source", frame_bucket)(F0, frame_lengths, noise)
-    spectrum_frames = geometry.spectrum_per_frame * frames + 1
-    keep("source", spectrum=spectrum[..., :spectrum_frames])
-    (audio,) = run_stage("decoder", frame_bucket)(
-        asr, F0, N, frame_lengths, decoder_style, spectrum
+    text = run(
+        "text",
+        input_ids=np.array([input_ids], dtype=np.int64),
+        lengths=np.array([tokens], dtype=np.int64),
+        style=predictor_style,
     )
-    keep("decoder", audio=audio[:, :samples])
+    durations = np.maximum(np.round(text["duration"][0] / speed), 1).astype(np.int64)
+    frames = int(durations.sum())
+    if frames > limits.frames:
+        raise LengthOverflow("frames", frames, limits.frames)
+    frame_lengths = np.array([frames], dtype=np.int64)
+    prosody = run(
+        "prosody",
+        en=align(text["d"][0].T, durations, frames)[None],  # [1, C, frames]
+        lengths=frame_lengths,
+        style=predictor_style,
+    )
+    samples = geometry.samples_per_frame * frames
+    source = run(
+        "source",
+        F0=prosody["F0"],
+        lengths=frame_lengths,
+        noise=source_noise(seed, 1, samples, geometry.harmonics),
+    )
+    decoder = run(
+        "decoder",
+        asr=align(text["t_en"][0], durations, frames)[None],
+        F0=prosody["F0"],
+        N=prosody["N"],
+        lengths=frame_lengths,
+        style=decoder_style,
+        spectrum=source["spectrum"],
+    )
     return Trace(
-        audio=valid["decoder"]["audio"][0].astype(np.float32),
+        audio=decoder["audio"][0].astype(np.float32),
         durations=durations,
-        token_bucket=token_bucket,
-        frame_bucket=frame_bucket,
-        stages=valid,
+        tokens=tokens,
+        frames=frames,
+        stages=outputs,
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,38 @@ class StageRunner:
         if isinstance(out, tvm_ffi.Tensor):
             return [to_numpy(out)]
         return [to_numpy(o) for o in out]
+
+
+class NamedStage:
+    """A stage called by name: keyword inputs (or one mapping), passed to ``call`` in the
+    order of ``inputs``; its outputs returned as a dict in the order of ``outputs``.
+
+    ``call`` runs the stage on positional arrays: a StageRunner (``inputs`` and
+    ``outputs`` from the build's signature: kokoro_ext.run.manifest), or a PyTorch module
+    in the comparison tools.
+    """
+
+    def __init__(
+        self, call: Callable[..., Sequence[Any]], inputs: Sequence[str], outputs: Sequence[str]
+    ):
+        self.call, self.inputs, self.outputs = call, tuple(inputs), tuple(outputs)
+
+    def __call__(
+        self, inputs: Mapping[str, Any] | None = None, /, **named: Any
+    ) -> dict[str, np.ndarray]:
+        given = {**(inputs or {}), **named}
+        if set(given) != set(self.inputs):
+            missing = [n for n in self.inputs if n not in given]
+            unknown = [n for n in given if n not in self.inputs]
+            raise TypeError(
+                f"a stage taking {self.inputs} got {tuple(given)}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unknown {unknown}" if unknown else "")
+            )
+        out = self.call(*(given[n] for n in self.inputs))
+        if len(out) != len(self.outputs):
+            raise ValueError(f"a stage returning {self.outputs} returned {len(out)} arrays")
+        return dict(zip(self.outputs, out))
 
 
 def _numpy(value) -> np.ndarray:

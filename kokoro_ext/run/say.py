@@ -122,8 +122,8 @@ def _stream_to(path: Path, chunks, start: float) -> float:
             trace = chunk.trace
             print(
                 f"chunk {chunk.index}: {len(chunk.audio) / SAMPLE_RATE:.2f} s at "
-                f"{time.perf_counter() - start:.2f} s ({trace.token_bucket} tokens, "
-                f"{trace.frame_bucket} frames): {chunk.text}",
+                f"{time.perf_counter() - start:.2f} s ({trace.tokens} tokens, "
+                f"{trace.frames} frames): {chunk.text}",
                 flush=True,
             )
     return written / SAMPLE_RATE

@@ -15,12 +15,12 @@ import numpy as np
 
 from kokoro_ext.run import artifacts, cpu
 from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
-from kokoro_ext.run.geometry import Geometry
-from kokoro_ext.run.pipeline import AnyLength, LengthOverflow, Trace, synthesize_ids, voice_style
-from kokoro_ext.run.runner import StageRunner, load_library
+from kokoro_ext.run.manifest import Manifest
+from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
+from kokoro_ext.run.runner import NamedStage, StageRunner, load_library
 from kokoro_ext.run.voices import check_voice_pack, load_voice_array
 from kokoro_ext.run.wav import SAMPLE_RATE
-from kokoro_ext.run.weights import entries_from_json, load_weights
+from kokoro_ext.run.weights import load_weights
 from kokoro_ext.text import Piece, phonemes_to_ids
 from kokoro_ext.text.chunking import Break, pack_evenly, pause_after, split_in_two
 from kokoro_ext.text.frontend import FrontEnd, resolve_language
@@ -70,20 +70,15 @@ def check_speed(speed: float) -> None:
         raise BadSpeed(f"speed must be in [{SPEED_RANGE[0]}, {SPEED_RANGE[1]}], got {speed!r}")
 
 
-def check_cpu(manifest: dict, directory: Path, host: cpu.HostCPU | None = None) -> None:
+def check_cpu(manifest: Manifest, host: cpu.HostCPU | None = None) -> None:
     """ValueError if the build's code uses instructions ``host`` (this CPU) lacks.
 
     The manifest's ``cpu_features`` (the build side's LLVM computed them for its target)
     against the host's CPU flags: no LLVM here.
     """
-    if "cpu_features" not in manifest:
-        raise ValueError(
-            f"{directory / artifacts.MANIFEST} records no cpu_features, so it cannot be "
-            f"checked against this CPU; rebuild with `python -m kokoro_ext.build --out {directory}`"
-        )
-    mcpu = manifest.get("target", {}).get("mcpu", "the build host")
+    mcpu = manifest.target.get("mcpu", "the build host")
     what = f"these artifacts were compiled for CPU {mcpu!r} and"
-    cpu.check_features(manifest["cpu_features"], what, host)
+    cpu.check_features(manifest.cpu_features, what, host)
 
 
 class Synthesizer:
@@ -110,44 +105,42 @@ class Synthesizer:
         self.directory = Path(artifacts_dir)
         self.manifest = artifacts.read_manifest(self.directory)
         installed = importlib.metadata.version("apache-tvm")
-        if self.manifest["tvm"] != installed:
+        if self.manifest.tvm != installed:
             raise ValueError(
-                f"{self.directory} was built with TVM {self.manifest['tvm']}, this is TVM "
+                f"{self.directory} was built with TVM {self.manifest.tvm}, this is TVM "
                 f"{installed}; rebuild with `python -m kokoro_ext.build --out {self.directory}`"
             )
         # The TVM patch series changes only the compiler (Python side): the stage libraries
         # do not depend on it, so loading does not check it (kokoro_ext.build.environment
         # does, where a build is compared or rebuilt).
-        check_cpu(self.manifest, self.directory)
+        check_cpu(self.manifest)
         # every file must be present now; the stages' bytes are checked when each is
         # loaded (hashing 500 MB of weights takes a third of a second or more)
         artifacts.verify(self.directory, self.manifest, check_bytes=False)
         artifacts.verify(self.directory, self.manifest, [artifacts.CONFIG, artifacts.VOICE])
         self.config = json.loads((self.directory / artifacts.CONFIG).read_text())
         self.vocab: dict[str, int] = self.config["vocab"]
-        self.geometry = Geometry(**self.manifest["geometry"])
+        self.geometry = self.manifest.geometry
         self.voice = load_voice_array(self.directory / artifacts.VOICE)
-        limits = self.manifest["limits"]
-        self.token_sizes = AnyLength(limits["tokens"])
-        self.frame_sizes = AnyLength(limits["frames"])
-        self._runners: dict[str, StageRunner] = {}
+        self.limits = self.manifest.limits
+        self._runners: dict[str, NamedStage] = {}
         self._front_ends: dict[str, FrontEnd] = {}
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
         self._text_lock = threading.Lock()
 
-    def _stage(self, name: str, length: int) -> StageRunner:
+    def _stage(self, name: str) -> NamedStage:
+        """The compiled stage ``name``, called by the names of its signature."""
         with self._load_lock:  # two threads' first use of a stage must load it once
             if name not in self._runners:
-                entry = self.manifest["stages"][name]
-                files = [entry["file"], entry["weights"]["file"]]
-                artifacts.verify(self.directory, self.manifest, files)
-                library = load_library(self.directory / entry["file"])
-                weights = entry["weights"]
-                arrays = load_weights(
-                    self.directory / weights["file"], entries_from_json(weights["tensors"])
+                entry = self.manifest.stages[name]
+                artifacts.verify(self.directory, self.manifest, [entry.file, entry.weights.file])
+                library = load_library(self.directory / entry.file)
+                arrays = load_weights(self.directory / entry.weights.file, entry.weights.tensors)
+                signature = entry.signature
+                self._runners[name] = NamedStage(
+                    StageRunner(library, arrays), signature.input_names, signature.output_names
                 )
-                self._runners[name] = StageRunner(library, arrays)
             return self._runners[name]
 
     def load(self) -> None:
@@ -156,8 +149,8 @@ class Synthesizer:
         Safe to call from another thread while this one phonemizes: a process that
         speaks at once can overlap the two.
         """
-        for name in self.manifest["stages"]:
-            self._stage(name, 0)
+        for name in self.manifest.stages:
+            self._stage(name)
 
     def _g2p(self, voice: Voice = None) -> FrontEnd:
         code = resolve_language(self.lang, voice).code
@@ -171,7 +164,7 @@ class Synthesizer:
     @property
     def chunk_limit(self) -> int:
         """Most phonemes in one chunk: the token limit less kokoro's two boundaries."""
-        return self.token_sizes.limit - 2
+        return self.limits.tokens - 2
 
     def stream(
         self,
@@ -327,13 +320,6 @@ class Synthesizer:
         style = voice_style(voice, len(ids) - 2)
         with self._lock:
             return synthesize_ids(
-                self._stage,
-                self.geometry,
-                ids,
-                style,
-                self.token_sizes,
-                self.frame_sizes,
-                speed,
-                seed,
+                self._stage, self.geometry, ids, style, self.limits, speed, seed
             )
 

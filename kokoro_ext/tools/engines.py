@@ -1,9 +1,11 @@
 """Other engines for the stages, each a StageProvider for kokoro_ext.run.pipeline (see bench/e2e.py).
 
 Every engine runs the same four stage modules (kokoro_ext.build.stages) on the same host
-pipeline (buckets, durations, alignment, noise), so they differ only in what computes a
-stage: PyTorch eager, torch.compile (inductor), ONNX Runtime, or our TVM build.
-kokoro's own ``forward_with_tokens`` is the baseline and runs outside this interface.
+pipeline (durations, alignment, noise), each stage called by the names of its inputs and
+returning its outputs by name (kokoro_ext.run.runner.NamedStage), so they differ only in
+what computes a stage: PyTorch eager, torch.compile (inductor), ONNX Runtime, or our TVM
+build.  kokoro's own ``forward_with_tokens`` is the baseline and runs outside this
+interface.
 """
 
 from __future__ import annotations
@@ -11,17 +13,15 @@ from __future__ import annotations
 import copy
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from kokoro_ext.run.pipeline import StageProvider
 from kokoro_ext.build.stages import STAGES
-
-StageFn = Callable[..., list[np.ndarray]]
+from kokoro_ext.run.pipeline import StageFn, StageProvider
+from kokoro_ext.run.runner import NamedStage
 
 
 def _as_numpy(out) -> list[np.ndarray]:
@@ -40,24 +40,25 @@ def torch_provider(
     if dtype != torch.float32:
         modules = {name: copy.deepcopy(m).to(dtype) for name, m in modules.items()}
     if compile:
-        # a bucket is a new static shape: allow a recompile for each one
+        # each length is a new static shape: allow a recompile for each one
         torch._dynamo.config.cache_size_limit = 64
         modules = {name: torch.compile(m, dynamic=False) for name, m in modules.items()}
 
-    def provider(name: str, bucket: int) -> StageFn:
+    def provider(name: str) -> StageFn:
         def run(*args):
             tensors = [torch.from_numpy(np.asarray(a)) for a in args]
             tensors = [t.to(dtype) if t.is_floating_point() else t for t in tensors]
             with torch.no_grad():
                 return _as_numpy(modules[name](*tensors))
 
-        return run
+        return NamedStage(run, STAGES[name].inputs, STAGES[name].outputs)
 
     return provider
 
 
 def onnx_provider(model: nn.Module, directory: Path, threads: int) -> StageProvider:
-    """Stage modules exported to ONNX (one file per stage and bucket), run by ONNX Runtime."""
+    """Stage modules exported to ONNX with static shapes (one file per stage and length),
+    run by ONNX Runtime."""
     import onnxruntime as ort
 
     from kokoro_ext.build.export.onnx import export_onnx
@@ -69,24 +70,30 @@ def onnx_provider(model: nn.Module, directory: Path, threads: int) -> StageProvi
     sessions: dict[tuple[str, int], ort.InferenceSession] = {}
     directory.mkdir(parents=True, exist_ok=True)
 
-    def provider(name: str, bucket: int) -> StageFn:
+    def session(name: str, length: int) -> ort.InferenceSession:
         spec = STAGES[name]
-        if (name, bucket) not in sessions:
-            path = directory / f"{name}-{bucket}.onnx"
+        if (name, length) not in sessions:
+            path = directory / f"{name}-{length}.onnx"
             if not path.exists():
                 export_onnx(
-                    spec.module(model), spec.example(model, bucket), path, spec.inputs,
+                    spec.module(model), spec.example(model, length), path, spec.inputs,
                     spec.outputs,
                 )
-            sessions[name, bucket] = ort.InferenceSession(
+            sessions[name, length] = ort.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
             )
-        session = sessions[name, bucket]
+        return sessions[name, length]
+
+    def provider(name: str) -> StageFn:
+        spec = STAGES[name]
 
         def run(*args):
-            return session.run(None, {k: np.asarray(a) for k, a in zip(spec.inputs, args)})
+            inputs = {k: np.asarray(a) for k, a in zip(spec.inputs, args)}
+            # one row at its own length: the stage's tokens or frames
+            length = int(inputs["lengths"].max())
+            return session(name, length).run(None, inputs)
 
-        return run
+        return NamedStage(run, spec.inputs, spec.outputs)
 
     return provider
 
@@ -98,12 +105,12 @@ class StageTimer:
         self._provider = provider
         self.seconds: dict[str, list[float]] = defaultdict(list)
 
-    def __call__(self, name: str, bucket: int) -> StageFn:
-        run = self._provider(name, bucket)
+    def __call__(self, name: str) -> StageFn:
+        run = self._provider(name)
 
-        def timed(*args):
+        def timed(**inputs):
             start = time.perf_counter()
-            out = run(*args)
+            out = run(**inputs)
             self.seconds[name].append(time.perf_counter() - start)
             return out
 

@@ -26,7 +26,6 @@ import torch
 
 from kokoro_ext.build import environment
 from kokoro_ext.build.model import build_model
-from kokoro_ext.build.stages import STAGES
 from kokoro_ext.run.pipeline import synthesize_ids, voice_style
 from kokoro_ext.run.synthesizer import Synthesizer
 from kokoro_ext.tools.engines import torch_provider
@@ -88,21 +87,19 @@ def validate(
     synth: Synthesizer, phonemes: str, seed: int = 0, speed: float = 1.0
 ) -> list[Comparison]:
     """Per-stage and end-to-end comparisons of a build against PyTorch (see module doc)."""
-    manifest = synth.manifest
-    weights = manifest["weights"].get("path")
-    model = build_model(
-        synth.config, weights=weights, seed=manifest["weights"].get("random_seed", 0)
-    )
+    built_from = synth.manifest.weights
+    model = build_model(synth.config, weights=built_from.path, seed=built_from.random_seed or 0)
     eager = torch_provider(model)
     exact = torch_provider(model, dtype=torch.float64)
     results: list[Comparison] = []
 
-    def run_both(name: str, bucket: int):
-        compiled, reference = synth._stage(name, bucket), eager(name, bucket)
+    def run_both(name: str):
+        compiled, reference, reference64 = synth._stage(name), eager(name), exact(name)
 
-        def run(*args):
-            got, want, want64 = compiled(*args), reference(*args), exact(name, bucket)(*args)
-            for out_name, g, w, w64 in zip(STAGES[name].outputs, got, want, want64):
+        def run(**inputs):
+            got, want, want64 = compiled(**inputs), reference(**inputs), reference64(**inputs)
+            for out_name, g in got.items():
+                w, w64 = want[out_name], want64[out_name]
                 spectrum = out_name == "spectrum"
                 r = compare_spectrum(g, w) if spectrum else compare(f"{name}.{out_name}", g, w)
                 r.build_vs_f64 = max_abs(g, w64, spectrum)
@@ -114,9 +111,7 @@ def validate(
 
     ids = phonemes_to_ids(phonemes, synth.vocab)
     style = voice_style(synth.voice, len(ids) - 2)
-    trace = synthesize_ids(
-        run_both, synth.geometry, ids, style, synth.token_sizes, synth.frame_sizes, speed, seed
-    )
+    trace = synthesize_ids(run_both, synth.geometry, ids, style, synth.limits, speed, seed)
     spectrum = torch.from_numpy(trace.stages["source"]["spectrum"])
     bins = spectrum.shape[1] // 2
     raw = kokoro_synthesize(model, ids, torch.from_numpy(style), speed, seed)
