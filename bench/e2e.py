@@ -35,9 +35,11 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from harness import cpu_model, load_engine, plot_if_possible, write_results
-from kokoro_ext.build.cli import build, parse_args
+from kokoro_ext.build.cli import parse_args
+from kokoro_ext.build.driver import build
 from kokoro_ext.tools.engines import StageTimer, onnx_provider, torch_provider
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice
+from kokoro_ext.run.manifest import Limits
 from kokoro_ext.run.pipeline import synthesize_ids, voice_style
 from kokoro_ext.run.synthesizer import SAMPLE_RATE, Synthesizer
 from kokoro_ext.build.stages import Geometry
@@ -134,7 +136,7 @@ def main() -> None:
         frames[n], flops[n] = int(durations.sum()), counter.get_total_flops()
     # every engine at the input's own lengths (the TVM build runs any length; the other
     # engines' stages are exported per shape)
-    frame_buckets = frames
+    limits = Limits(tokens=max(lengths), frames=max(frames.values()))
 
     def tvm_engine() -> StageTimer:
         tvm_dir = args.out / "tvm"
@@ -163,7 +165,7 @@ def main() -> None:
         if engine == "eager":
             return kokoro(n)
         trace = synthesize_ids(
-            runs[engine], geometry, inputs[n], styles[n], [n], [frame_buckets[n]], 1.0, args.seed
+            runs[engine], geometry, inputs[n], styles[n], limits, 1.0, args.seed
         )
         return trace.audio
 
@@ -223,7 +225,7 @@ def main() -> None:
                 f"{gflops:>8.1f} {100 * gflops / peak:>6.1f} {first[engine, n]:>7.1f} {snr:>6.1f}"
             )
     if "tvm" in engines:
-        lines += ["", "TVM per stage, median s (bucket = tokens / frames):"]
+        lines += ["", "TVM per stage, median s:"]
         stages = ("text", "prosody", "source", "decoder")
         lines.append(f"{'tokens':>6} {'frames':>6} " + " ".join(f"{s:>8}" for s in stages)
                      + f" {'host':>8} {'total':>8}")
@@ -231,7 +233,7 @@ def main() -> None:
             per = {s: statistics.median(stage_times[n][s]) for s in stages}
             total = statistics.median(times["tvm", n])
             lines.append(
-                f"{n:>6} {frame_buckets[n]:>6} " + " ".join(f"{per[s]:>8.3f}" for s in stages)
+                f"{n:>6} {frames[n]:>6} " + " ".join(f"{per[s]:>8.3f}" for s in stages)
                 + f" {total - sum(per.values()):>8.3f} {total:>8.3f}"
             )
     lines.append("")

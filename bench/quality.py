@@ -199,8 +199,8 @@ def espeak(text: str, voice: str = "en-us") -> tuple[np.ndarray, int]:
 def build_facts(synth) -> dict:
     """What this bench reads from a build's manifest, the one place it does: the checkpoint
     it was made from (None for random weights) and its target."""
-    path = synth.manifest["weights"].get("path")
-    return {"weights": Path(path) if path else None, "target": synth.manifest.get("target")}
+    path = synth.manifest.weights.path
+    return {"weights": Path(path) if path else None, "target": dict(synth.manifest.target)}
 
 
 class FrontEnd:
