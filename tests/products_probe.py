@@ -1,6 +1,9 @@
 """Run the products.h kernels (conv1d_winograd, conv1d_taps, addmm) on fixed inputs and
 save their outputs: ``python tests/products_probe.py OUT.npz``, with $KOKORO_EXT_LIBRARY
-naming the kernel library to load (tests/test_products_isa.py)."""
+naming the kernel library to load (tests/test_products_isa.py).
+
+After those (``FLOAT_OUTPUTS`` of them), pairs: each int8-weight kernel's output and the
+float32 kernel's on the same weights dequantized, which must be equal bit for bit."""
 
 import sys
 
@@ -30,6 +33,44 @@ def inputs(seed: int = 0):
     return convs, addmms
 
 
+FLOAT_OUTPUTS = 8
+
+
+def _q8_pairs(convs, addmms) -> list[np.ndarray]:
+    """(int8 kernel, float32 kernel on the dequantized weights) outputs, pair by pair."""
+    f = tvm_ffi.get_global_func
+    T = tvm_ffi.from_dlpack
+    pairs = []
+    for x, w, b, k, d in convs:
+        pad = d * (k - 1) // 2
+        w = np.ascontiguousarray(w, np.float32)
+        blocks = (w.shape[0] + 7) // 8
+        q = np.empty((blocks, k, w.shape[1], 8), np.int8)
+        scale = np.empty(blocks * 8, np.float32)
+        f("kokoro_ext.taps_filter_q8")(T(w), T(q), T(scale))
+        w_dq = np.ascontiguousarray(
+            (q.astype(np.float32) * scale.reshape(blocks, 1, 1, 8)).transpose(0, 3, 2, 1)
+            .reshape(blocks * 8, w.shape[1], k)[: w.shape[0]])
+        y_q = np.empty((1, w.shape[0], x.shape[2]), np.float32)
+        y_f = np.empty_like(y_q)
+        f("kokoro_ext.conv1d_winograd_q8_if_pays")(tvm_ffi.Shape([pad, d]), T(x), T(q), T(scale), T(b), T(y_q))
+        f("kokoro_ext.conv1d_winograd_if_pays")(
+            tvm_ffi.Shape([pad, d, k]), T(x), T(pack_taps(w_dq)), T(winograd_filter(w_dq)), T(b), T(y_f))
+        pairs += [y_q, y_f]
+    for x, w, b in addmms:
+        w = np.ascontiguousarray(w, np.float32)
+        q = np.empty(w.shape, np.int8)
+        scale = np.empty(w.shape[1], np.float32)
+        f("kokoro_ext.columns_q8")(T(w), T(q), T(scale))
+        w_dq = q.astype(np.float32) * scale
+        y_q = np.empty((x.shape[0], w.shape[1]), np.float32)
+        y_f = np.empty_like(y_q)
+        f("kokoro_ext.addmm_q8")(T(b), T(x), T(q), T(scale), T(y_q))
+        f("kokoro_ext.addmm")(T(b), T(x), T(w_dq), T(y_f))
+        pairs += [y_q, y_f]
+    return pairs
+
+
 def main(out: str) -> None:
     native.load()
     winograd = tvm_ffi.get_global_func("kokoro_ext.conv1d_winograd")
@@ -49,7 +90,8 @@ def main(out: str) -> None:
         y = np.empty((x.shape[0], w.shape[1]), np.float32)
         addmm(*[tvm_ffi.from_dlpack(a) for a in (b, x, w, y)])
         results.append(y)
-    np.savez(out, *results)
+    assert len(results) == FLOAT_OUTPUTS
+    np.savez(out, *results, *_q8_pairs(convs, addmms))
 
 
 if __name__ == "__main__":

@@ -73,10 +73,22 @@ def test_avx2_blocking_gives_what_the_hosts_blocking_and_float64_give(avx2_libra
     host = _probe(None, tmp_path / "host.npz")
     avx2 = _probe(avx2_library, tmp_path / "avx2.npz")
     refs = _references()
-    assert len(host) == len(avx2) == len(refs) == 8
+    assert len(refs) == products_probe.FLOAT_OUTPUTS
     for i, (h, a, r) in enumerate(zip(host, avx2, refs)):
         scale = float(np.abs(r).max())
         assert np.abs(a - r).max() <= 1e-5 * scale, (i, np.abs(a - r).max(), scale)
         assert np.abs(h - r).max() <= 1e-5 * scale, (i, np.abs(h - r).max(), scale)
         if i < 5:  # the convolutions: products.h alone, the same sums in the same order
             np.testing.assert_array_equal(a, h, err_msg=f"output {i}")
+
+
+def test_int8_weight_kernels_give_the_float_kernels_outputs_on_both_blockings(avx2_library, tmp_path):
+    """conv1d_winograd_q8_if_pays, conv1d_taps_q8 (through it) and addmm_q8 dequantize in
+    registers (quantized.h: AVX-512's and AVX2's int8 loads): the same sums as the float32
+    kernels on the dequantized weights, bit for bit, on either instruction set."""
+    for library, name in ((None, "host"), (avx2_library, "avx2")):
+        outputs = _probe(library, tmp_path / f"{name}-q8.npz")
+        pairs = outputs[products_probe.FLOAT_OUTPUTS:]
+        assert len(pairs) == 2 * (len(products_probe.CONVS) + len(products_probe.ADDMMS))
+        for i in range(0, len(pairs), 2):
+            np.testing.assert_array_equal(pairs[i], pairs[i + 1], err_msg=f"{name} pair {i // 2}")

@@ -29,6 +29,7 @@
  * (winograd.cc), chosen at compile time.
  */
 #include <kokoro_ext/products.h>
+#include <kokoro_ext/quantized.h>
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>
 #include <cblas.h>
@@ -54,7 +55,7 @@ constexpr int64_t kSmallRows = 64;
  *  come packed as [ceil(C_out / kPack)][K][C_in][kPack], and the K taps' sums add up in
  *  registers instead of in K GEMM outputs.
  */
-void Conv1dTaps(const float* px, const float* taps, const float* pb, float* po, int64_t B,
+void Conv1dTaps(const float* px, const PackedFilter& taps, const float* pb, float* po, int64_t B,
                 int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t pad,
                 int64_t dilation, int64_t T_out) {
   // Padded rows are read up to kColumnMultiple - 1 columns past the last output's inputs.
@@ -76,7 +77,7 @@ void Conv1dTaps(const float* px, const float* taps, const float* pb, float* po, 
     const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
     const int64_t cols = RoundColumns(width);
     float* M = Workspace<2>(block * cols);
-    PackedProduct(taps + o0 / kPack * K * C_in * kPack, K * C_in, PackedBlocks(rows), K, C_in,
+    PackedProduct(taps, o0 / kPack, K * C_in, PackedBlocks(rows), K, C_in,
                   padded + b * C_in * T_pad + t0, T_pad, dilation, cols, M, cols);
     for (int64_t o = 0; o < rows; ++o) {
       float* y = po + (b * C_out + o0 + o) * T_out + t0;
@@ -88,8 +89,9 @@ void Conv1dTaps(const float* px, const float* taps, const float* pb, float* po, 
 }
 
 /*! \brief taps[o / kPack][k][c][o % kPack] = w[o][c][k], zero past C_out. */
-void PackTaps(const float* w, float* taps, int64_t C_out, int64_t C_in, int64_t K) {
-  std::fill(taps, taps + PackedBlocks(C_out) * K * C_in * kPack, 0.f);
+template <typename T>
+void PackTaps(const T* w, T* taps, int64_t C_out, int64_t C_in, int64_t K) {
+  std::fill(taps, taps + PackedBlocks(C_out) * K * C_in * kPack, T{0});
   ParallelFor(C_out, [&](int64_t o) {
     for (int64_t c = 0; c < C_in; ++c) {
       for (int64_t k = 0; k < K; ++k) {
@@ -109,7 +111,7 @@ void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po,
                    int64_t dilation, int64_t T_out) {
   float* taps = Workspace<0>(PackedBlocks(C_out) * K * C_in * kPack);
   PackTaps(pw, taps, C_out, C_in, K);
-  Conv1dTaps(px, taps, pb, po, B, C_in, T_in, C_out, K, pad, dilation, T_out);
+  Conv1dTaps(px, PackedFilter{taps}, pb, po, B, C_in, T_in, C_out, K, pad, dilation, T_out);
 }
 
 /*! \brief Any-stride convolution through im2col tiles. */
@@ -177,14 +179,48 @@ void Conv1dTapsPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   const int64_t T_out = T_in + 2 * pad - dilation * (K - 1);
   CheckShape(kName, "taps", taps, PackedTapsShape(C_out, C_in, K));
   CheckShape(kName, "out", out, {B, C_out, T_out});
-  Conv1dTaps(DataPtr<const float>(x), DataPtr<const float>(taps), DataPtr<const float>(bias),
-             DataPtr<float>(out), B, C_in, T_in, C_out, K, pad, dilation, T_out);
+  Conv1dTaps(DataPtr<const float>(x), PackedFilter{DataPtr<const float>(taps)},
+             DataPtr<const float>(bias), DataPtr<float>(out), B, C_in, T_in, C_out, K, pad,
+             dilation, T_out);
+}
+
+void Conv1dTapsQ8(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView taps,
+                  tvm::ffi::TensorView scale, tvm::ffi::TensorView bias,
+                  tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d_taps_q8";
+  const ConvShape s = CheckQuantizedConvArgs(kName, options, x, taps, scale, bias, out);
+  Conv1dTaps(DataPtr<const float>(x),
+             PackedFilter{nullptr, DataPtr<const int8_t>(taps), DataPtr<const float>(scale)},
+             DataPtr<const float>(bias), DataPtr<float>(out), s.B, s.C_in, s.T_in, s.C_out,
+             s.K, s.pad, s.dilation, s.T_out);
 }
 
 void TapsFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView taps) {
   const auto [C_out, C_in, K] =
       CheckFilterTransformArgs("kokoro_ext.taps_filter", w, "taps", taps, PackedTapsShape);
   PackTaps(DataPtr<const float>(w), DataPtr<float>(taps), C_out, C_in, K);
+}
+
+/*!
+ * \brief taps_filter's packing of w quantized per output channel (quantized.h), and the
+ *  scales [ceil(C_out / 8) 8] (zero past C_out).  Returns the rows quantized off a grid.
+ */
+int64_t TapsFilterQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView taps,
+                     tvm::ffi::TensorView scale) {
+  constexpr const char* kName = "kokoro_ext.taps_filter_q8";
+  CheckFloat32Cpu(kName, "w", w, 3);
+  const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
+  CheckInt8Cpu(kName, "taps", taps, 4);
+  CheckShape(kName, "taps", taps, PackedTapsShape(C_out, C_in, K));
+  CheckFloat32Cpu(kName, "scale", scale, 1);
+  CheckShape(kName, "scale", scale, {PackedBlocks(C_out) * kPack});
+  std::vector<int8_t> q(C_out * C_in * K);
+  float* ps = DataPtr<float>(scale);
+  std::fill(ps, ps + PackedBlocks(C_out) * kPack, 0.f);
+  const int64_t lossy =
+      QuantizeRows(DataPtr<const float>(w), C_out, C_in * K, C_in * K, 1, q.data(), C_in * K, 1, ps);
+  PackTaps(q.data(), DataPtr<int8_t>(taps), C_out, C_in, K);
+  return lossy;
 }
 
 void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
@@ -235,14 +271,38 @@ void Conv1dTranspose(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::
 }
 
 /*!
+ * \brief A [K, N] weight, float32 or int8 with a scale per column (output), read a tile of
+ *  columns at a time.
+ */
+struct ColumnWeight {
+  const float* f32 = nullptr;
+  const int8_t* q8 = nullptr;
+  const float* scale = nullptr;  // [N] with q8
+
+  /*! \brief Columns [n0, n0 + cols) as float32 rows of *stride: the weight itself, or
+   *  dequantized into the calling thread's scratch (slot 4). */
+  const float* Columns(int64_t K, int64_t N, int64_t n0, int64_t cols, int64_t* stride) const {
+    if (f32 != nullptr) {
+      *stride = N;
+      return f32 + n0;
+    }
+    float* dst = Workspace<4>(K * cols);
+    DequantizeColumns(q8, scale, K, N, n0, cols, dst);
+    *stride = cols;
+    return dst;
+  }
+
+};
+
+/*!
  * \brief out[m][n] = (bias ? bias[n] : 0) + sum_k x[m][k] w[k][n] for few rows M (kokoro's
  *  style projections: one; ALBERT on a short text: a few dozen tokens): the weight is
  *  nearly all the bytes, and OpenBLAS packed it at every call.  products.h instead, with
  *  the rows of x packed as the broadcast operand and w's columns as the vector operand:
  *  w is read once, as it is, its columns shared out to the threads.
  */
-void SmallRowsProduct(const float* px, const float* pw, const float* pb, float* po, int64_t M,
-                      int64_t K, int64_t N) {
+void SmallRowsProduct(const float* px, const ColumnWeight& w, const float* pb, float* po,
+                      int64_t M, int64_t K, int64_t N) {
   // x [M, K] packed as a one-tap filter of M output channels over K input channels.
   const int64_t packed = PackedBlocks(M);
   float* xp = Workspace<0>(packed * K * kPack);
@@ -258,20 +318,43 @@ void SmallRowsProduct(const float* px, const float* pw, const float* pb, float* 
   ParallelFor(tiles, [&](int64_t tile) {
     const int64_t n0 = tile * width, cols = std::min(width, N16 - n0);
     float* Mo = Workspace<2>(packed * kPack * cols);
-    PackedProduct(xp, K, packed, 1, K, pw + n0, N, 0, cols, Mo, cols);
+    int64_t stride = 0;
+    const float* columns = w.Columns(K, N, n0, cols, &stride);
+    PackedProduct(xp, K, packed, 1, K, columns, stride, 0, cols, Mo, cols);
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t q = 0; q < cols; ++q) {
         po[m * N + n0 + q] = Mo[m * cols + q] + (pb ? pb[n0 + q] : 0.f);
       }
     }
   }, M * N * K >= kMinParallelFlops);
+  if (N16 == N) return;
+  int64_t stride = 0;
+  const float* tail = w.Columns(K, N, N16, N - N16, &stride);
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = N16; n < N; ++n) {
       float acc = 0.f;
-      for (int64_t k = 0; k < K; ++k) acc += px[m * K + k] * pw[k * N + n];
+      for (int64_t k = 0; k < K; ++k) acc += px[m * K + k] * tail[k * stride + n - N16];
       po[m * N + n] = (pb ? pb[n] : 0.f) + acc;
     }
   }
+}
+
+/*! \brief out = bias + x @ w: OpenBLAS on column tiles past kSmallRows rows, else products.h. */
+void AddmmOn(const float* px, const ColumnWeight& w, const float* pb, float* po, int64_t M,
+             int64_t K, int64_t N) {
+  if (M > kSmallRows) {
+    const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
+    ParallelFor(tiles, [&](int64_t tile) {
+      const int64_t n0 = tile * kColumnTile, width = std::min(kColumnTile, N - n0);
+      for (int64_t m = 0; m < M; ++m) std::memcpy(po + m * N + n0, pb + n0, width * sizeof(float));
+      int64_t stride = 0;
+      const float* columns = w.Columns(K, N, n0, width, &stride);
+      scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, width, K, 1.f, px, K,
+                        columns, stride, 1.f, po + n0, N);
+    }, M * N * K >= kMinParallelFlops);
+    return;
+  }
+  SmallRowsProduct(px, w, pb, po, M, K, N);
 }
 
 void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
@@ -285,21 +368,43 @@ void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorVi
   CheckShape(kName, "w", w, {K, N});
   CheckShape(kName, "bias", bias, {N});
   CheckShape(kName, "out", out, {M, N});
-  const float* px = DataPtr<const float>(x);
-  const float* pw = DataPtr<const float>(w);
-  const float* pb = DataPtr<const float>(bias);
-  float* po = DataPtr<float>(out);
-  if (M > kSmallRows) {
-    const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
-    ParallelFor(tiles, [&](int64_t tile) {
-      const int64_t n0 = tile * kColumnTile, width = std::min(kColumnTile, N - n0);
-      for (int64_t m = 0; m < M; ++m) std::memcpy(po + m * N + n0, pb + n0, width * sizeof(float));
-      scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, width, K, 1.f, px, K,
-                        pw + n0, N, 1.f, po + n0, N);
-    }, M * N * K >= kMinParallelFlops);
-    return;
-  }
-  SmallRowsProduct(px, pw, pb, po, M, K, N);
+  AddmmOn(DataPtr<const float>(x), ColumnWeight{DataPtr<const float>(w)},
+          DataPtr<const float>(bias), DataPtr<float>(out), M, K, N);
+}
+
+/*! \brief addmm on an int8 weight [K, N] with a scale per column [N]. */
+void AddmmQ8(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
+             tvm::ffi::TensorView scale, tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.addmm_q8";
+  CheckFloat32Cpu(kName, "bias", bias, 1);
+  CheckFloat32Cpu(kName, "x", x, 2);
+  CheckInt8Cpu(kName, "w", w, 2);
+  CheckFloat32Cpu(kName, "scale", scale, 1);
+  CheckFloat32Cpu(kName, "out", out, 2);
+  const int64_t M = x.shape()[0], K = x.shape()[1], N = w.shape()[1];
+  CheckShape(kName, "w", w, {K, N});
+  CheckShape(kName, "scale", scale, {N});
+  CheckShape(kName, "bias", bias, {N});
+  CheckShape(kName, "out", out, {M, N});
+  AddmmOn(DataPtr<const float>(x),
+          ColumnWeight{nullptr, DataPtr<const int8_t>(w), DataPtr<const float>(scale)},
+          DataPtr<const float>(bias), DataPtr<float>(out), M, K, N);
+}
+
+/*!
+ * \brief w [K, N] quantized per column (quantized.h): q [K, N] int8, scale [N].  Returns
+ *  the columns quantized off a grid.
+ */
+int64_t ColumnsQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView q, tvm::ffi::TensorView scale) {
+  constexpr const char* kName = "kokoro_ext.columns_q8";
+  CheckFloat32Cpu(kName, "w", w, 2);
+  const int64_t K = w.shape()[0], N = w.shape()[1];
+  CheckInt8Cpu(kName, "q", q, 2);
+  CheckShape(kName, "q", q, {K, N});
+  CheckFloat32Cpu(kName, "scale", scale, 1);
+  CheckShape(kName, "scale", scale, {N});
+  return QuantizeRows(DataPtr<const float>(w), N, K, 1, N, DataPtr<int8_t>(q), 1, N,
+                      DataPtr<float>(scale));
 }
 
 void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView out) {
@@ -317,7 +422,8 @@ void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView ou
     // Too few entries to spread over the cores (ALBERT's attention output projection, an
     // einsum with its weight: one), and few rows: the columns go to the cores instead.
     for (int64_t b = 0; b < B; ++b) {
-      SmallRowsProduct(px + b * M * K, pw + b * K * N, nullptr, po + b * M * N, M, K, N);
+      SmallRowsProduct(px + b * M * K, ColumnWeight{pw + b * K * N}, nullptr, po + b * M * N, M,
+                       K, N);
     }
     return;
   }
@@ -341,6 +447,10 @@ TVM_FFI_STATIC_INIT_BLOCK() {
              return tvm::ffi::Shape(PackedTapsShape(C_out, C_in, K));
            })
       .def("kokoro_ext.taps_filter", TapsFilter)
+      .def("kokoro_ext.taps_filter_q8", TapsFilterQ8)
+      .def("kokoro_ext.conv1d_taps_q8", Conv1dTapsQ8)
+      .def("kokoro_ext.columns_q8", ColumnsQ8)
+      .def("kokoro_ext.addmm_q8", AddmmQ8)
       .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)
       .def("kokoro_ext.addmm", Addmm)
       .def("kokoro_ext.bmm", Bmm);

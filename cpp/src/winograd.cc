@@ -34,6 +34,7 @@
  *     for that length would have chosen.
  */
 #include <kokoro_ext/products.h>
+#include <kokoro_ext/quantized.h>
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>
 #include <tvm/ffi/container/shape.h>
@@ -43,6 +44,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace kokoro_ext {
@@ -239,6 +241,50 @@ void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int6
       }
     }
   }
+}
+
+/*!
+ * \brief FilterTransform of an int8 filter packed as taps ([ceil(C_out / kPack)][K][C_in]
+ *  [kPack], a scale per output channel): the same double sums of the same float32 taps,
+ *  float(q) * scale, so the same gw; kPack output channels at a time in vector lanes.
+ */
+void FilterTransformQ8(const WinogradTransform& f, const int8_t* taps, const float* scale,
+                       float* gw, int64_t C_out, int64_t C_in, int64_t K) {
+  typedef double Lanes __attribute__((vector_size(kPack * sizeof(double))));
+  typedef float Floats __attribute__((vector_size(kPack * sizeof(float))));
+  constexpr int64_t kChannels = 64;  // input channels per item
+  const int64_t r = f.r, n = f.n, chunks = f.Chunks(K);
+  const int64_t blocks = PackedBlocks(C_out), depth = chunks * C_in;
+  const int64_t spans = (C_in + kChannels - 1) / kChannels;
+  ParallelFor(blocks * spans, [&](int64_t item) {
+    const int64_t ob = item / spans, c0 = item % spans * kChannels;
+    const int64_t count = std::min(kChannels, C_in - c0);
+    // The item's taps as float32, [K][count][kPack], as a float32 build stores them.
+    float* w = Workspace<4>(K * kChannels * kPack);
+    for (int64_t k = 0; k < K; ++k) {
+      DequantizePacked(taps + ((ob * K + k) * C_in + c0) * kPack, scale + ob * kPack,
+                       count * kPack, w + k * kChannels * kPack);
+    }
+    for (int64_t c = 0; c < count; ++c) {
+      Lanes tap[kMaxPoints];  // channel c0 + c's taps, kPack output channels in the lanes
+      for (int64_t k = 0; k < K; ++k) {
+        Floats v;
+        std::memcpy(&v, w + (k * kChannels + c) * kPack, sizeof(v));
+        tap[k] = __builtin_convertvector(v, Lanes);
+      }
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        for (int64_t i = 0; i < n; ++i) {
+          Lanes acc = Lanes{};
+          for (int64_t j = 0; j < r && chunk * r + j < K; ++j) {
+            acc += static_cast<double>(f.G[i * r + j]) * tap[chunk * r + j];
+          }
+          const Floats out = __builtin_convertvector(acc, Floats);
+          std::memcpy(gw + ((i * blocks + ob) * depth + chunk * C_in + c0 + c) * kPack, &out,
+                      sizeof(out));
+        }
+      }
+    }
+  }, blocks * C_in * K * n >= (int64_t{1} << 16));
 }
 
 void Conv1dWinograd(const WinogradTransform& f, const float* x, const float* gw,
@@ -439,6 +485,33 @@ void Conv1dWinogradIfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   direct(tvm::ffi::Shape({pad, dilation}), x, taps, bias, out);
 }
 
+/*!
+ * \brief conv1d_winograd_if_pays on an int8 filter packed as taps: Winograd where it pays,
+ *  on the filter transformed at this call (FilterTransformQ8, into the calling thread's
+ *  scratch: about 1/tiles of the products' work, and no transformed filter stored with
+ *  the build), else the direct products on the taps dequantized block by block.
+ */
+void Conv1dWinogradQ8IfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
+                            tvm::ffi::TensorView taps, tvm::ffi::TensorView scale,
+                            tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d_winograd_q8_if_pays";
+  const ConvShape s = CheckQuantizedConvArgs(kName, options, x, taps, scale, bias, out);
+  if (WinogradPays(s.C_in, s.C_out, s.K, s.dilation, s.T_out)) {
+    const WinogradTransform& f = TransformFor(s.K);
+    const std::vector<int64_t> shape = FilterShape(s.C_out, s.C_in, s.K);
+    float* gw = Workspace<5>(shape[0] * shape[1] * shape[2] * shape[3]);
+    FilterTransformQ8(f, DataPtr<const int8_t>(taps), DataPtr<const float>(scale), gw, s.C_out,
+                      s.C_in, s.K);
+    Conv1dWinograd(f, DataPtr<const float>(x), gw, DataPtr<const float>(bias),
+                   DataPtr<float>(out), s.B, s.C_in, s.T_in, s.C_out, s.K, s.pad, s.dilation,
+                   s.T_out);
+    return;
+  }
+  static const tvm::ffi::Function direct =
+      tvm::ffi::Function::GetGlobalRequired("kokoro_ext.conv1d_taps_q8");
+  direct(options, x, taps, scale, bias, out);
+}
+
 }  // namespace
 
 TVM_FFI_STATIC_INIT_BLOCK() {
@@ -451,7 +524,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def("kokoro_ext.winograd_filter", WinogradFilter)
       .def("kokoro_ext.conv1d_winograd", Conv1dWinogradPacked)
-      .def("kokoro_ext.conv1d_winograd_if_pays", Conv1dWinogradIfPays);
+      .def("kokoro_ext.conv1d_winograd_if_pays", Conv1dWinogradIfPays)
+      .def("kokoro_ext.conv1d_winograd_q8_if_pays", Conv1dWinogradQ8IfPays);
 }
 
 }  // namespace kokoro_ext

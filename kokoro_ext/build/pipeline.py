@@ -5,7 +5,9 @@ runs them in order.  This is the one place that decides which passes run and whe
   library_dispatch_passes  ``DispatchNativeKernels`` sends the GEMM-shaped ops to the
       native kernels (kokoro_ext.build.passes.dispatch), static or symbolic shapes alike,
       and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
-      Winograd (kokoro_ext.build.passes.winograd); then cpu_generic's.
+      Winograd (kokoro_ext.build.passes.winograd), and ``quantize_weights`` sends the
+      kernels on the weights stored as int8 to their int8 forms
+      (kokoro_ext.build.passes.quantize); then cpu_generic's.
   legalize_passes  ``LiftTransformParams`` first moves whatever depends on the weights
       alone (weight norm, transposes, Winograd filters) out of ``main`` into
       ``main_transform_params``, which the build runs once on the checkpoint
@@ -33,6 +35,7 @@ from kokoro_ext.build.passes import (
     ParallelizeSpatial,
     VectorizeReduction,
     pooled_storage,
+    quantize_weights,
     schedule_in_turn,
     winograd_conv1d,
 )
@@ -44,15 +47,22 @@ class PipelineOptions:
 
     #: Whether the GEMM-shaped ops go to the native kernels or keep TVM's lowering.
     native_dense: bool = True
+    #: The weight parameters (Relax names) stored as int8 (kokoro_ext.build.precision).
+    int8_weights: frozenset[str] = frozenset()
 
 
 def library_dispatch_passes(
-    target: tvm.target.Target, native_dense: bool = True
+    target: tvm.target.Target,
+    native_dense: bool = True,
+    int8_weights: frozenset[str] = frozenset(),
 ) -> list[tvm.transform.Pass]:
     """Ours when ``native_dense``, then cpu_generic's: the native kernels first, then
     Winograd on the convolutions dispatch sent to them (its weights are the constants the
-    importer bound, or the function's weight parameters)."""
-    ours = [DispatchNativeKernels(), winograd_conv1d] if native_dense else []
+    importer bound, or the function's weight parameters), then the int8 forms of the
+    kernels on the ``int8_weights``."""
+    ours = []
+    if native_dense:
+        ours = [DispatchNativeKernels(), winograd_conv1d, quantize_weights(int8_weights)]
     return ours + cpu_generic.library_dispatch_passes(target)
 
 
@@ -97,7 +107,7 @@ def get_default_pipeline(
     def _pipeline(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         with target:
             seq = tvm.transform.Sequential(
-                library_dispatch_passes(target, options.native_dense)
+                library_dispatch_passes(target, options.native_dense, options.int8_weights)
                 + legalize_passes(target)
                 + dataflow_lower_passes(target)
                 + finalize_passes(target)

@@ -20,6 +20,13 @@ BMM = "kokoro_ext.bmm"
 CONV1D_TAPS = "kokoro_ext.conv1d_taps"
 TAPS_FILTER = "kokoro_ext.taps_filter"
 TAPS_FILTER_SHAPE = "kokoro_ext.taps_filter_shape"
+# dense.cc, winograd.cc: int8 weights with a scale per output channel, dequantized where
+# the products read them (cpp/include/kokoro_ext/quantized.h; kokoro_ext.build.passes.quantize)
+TAPS_FILTER_Q8 = "kokoro_ext.taps_filter_q8"
+CONV1D_TAPS_Q8 = "kokoro_ext.conv1d_taps_q8"
+CONV1D_WINOGRAD_Q8_IF_PAYS = "kokoro_ext.conv1d_winograd_q8_if_pays"
+COLUMNS_Q8 = "kokoro_ext.columns_q8"
+ADDMM_Q8 = "kokoro_ext.addmm_q8"
 # winograd.cc
 CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"
 CONV1D_WINOGRAD_IF_PAYS = "kokoro_ext.conv1d_winograd_if_pays"

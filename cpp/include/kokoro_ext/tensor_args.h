@@ -32,15 +32,15 @@ inline std::string ShapeString(tvm::ffi::ShapeView shape) {
   return os.str();
 }
 
-/*! \brief Require a contiguous float32 CPU tensor of the given rank. */
-inline void CheckFloat32Cpu(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
-                            int ndim) {
+/*! \brief Require a contiguous CPU tensor of dtype ``code``/``bits`` and the given rank. */
+inline void CheckCpuTensor(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
+                           int ndim, DLDataTypeCode code, int bits, const char* dtype_name) {
   if (t.device().device_type != kDLCPU) {
     TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must be on the CPU";
   }
   DLDataType dt = t.dtype();
-  if (dt.code != kDLFloat || dt.bits != 32 || dt.lanes != 1) {
-    TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must be float32";
+  if (dt.code != code || dt.bits != bits || dt.lanes != 1) {
+    TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must be " << dtype_name;
   }
   if (t.ndim() != ndim) {
     TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must have " << ndim
@@ -49,6 +49,18 @@ inline void CheckFloat32Cpu(const char* kernel, const char* name, const tvm::ffi
   if (!t.IsContiguous()) {
     TVM_FFI_THROW(ValueError) << kernel << ": " << name << " must be contiguous";
   }
+}
+
+/*! \brief Require a contiguous float32 CPU tensor of the given rank. */
+inline void CheckFloat32Cpu(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
+                            int ndim) {
+  CheckCpuTensor(kernel, name, t, ndim, kDLFloat, 32, "float32");
+}
+
+/*! \brief Require a contiguous int8 CPU tensor of the given rank (a quantized weight). */
+inline void CheckInt8Cpu(const char* kernel, const char* name, const tvm::ffi::TensorView& t,
+                         int ndim) {
+  CheckCpuTensor(kernel, name, t, ndim, kDLInt, 8, "int8");
 }
 
 /*! \brief Require t to have exactly the shape ``expected`` (a sequence of int64_t). */

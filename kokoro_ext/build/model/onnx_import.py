@@ -325,10 +325,16 @@ class _Importer:
         ``weight_g`` = its norm over all dims but 0, which multiply back to the weight."""
         if module + ".weight_v" in self.resolve.state:
             axes = tuple(range(1, weight.ndim))
-            norm = np.sqrt((weight.astype(np.float64) ** 2).sum(axis=axes, keepdims=True))
             # A channel quantized to all zeros has norm 0, and g * v / |v| would be 0 / 0:
             # give it v = 1 (any nonzero direction), so that g = 0 makes it exactly 0.
-            weight = np.where(norm == 0, np.float32(1), weight)
+            zero = ~weight.any(axis=axes, keepdims=True)
+            weight = np.where(zero, np.float32(1), weight).astype(np.float32)
+            # The norm as torch's weight norm computes it, so that g / |v| is exactly 1 and
+            # g * v / |v| gives back the checkpoint's values bit for bit.
+            v = torch.from_numpy(np.ascontiguousarray(weight))
+            ones = torch.ones((weight.shape[0],) + (1,) * len(axes))
+            _, norm = torch._weight_norm_interface(v, ones, 0)
+            norm = np.where(zero, np.float32(0), norm.numpy().reshape(zero.shape))
             self.put(module + ".weight_v", weight, source)
             self.put(module + ".weight_g", norm.astype(np.float32), source)
             return [module + ".weight_v", module + ".weight_g"]

@@ -3,11 +3,13 @@
   dispatch   DispatchNativeKernels: GEMM-shaped ops -> the native kernels
   winograd   winograd_conv1d: long stride-1 native convolutions -> Winograd or packed taps
   schedule   InlineElementwise, VectorizeReduction, ParallelizeSpatial, schedule_in_turn
+  quantize   quantize_weights: kernels on weights stored as int8 -> their int8 forms
   memory     pooled_storage: host storage allocations -> the native pool
 """
 
 from .dispatch import DispatchNativeKernels
 from .memory import pooled_storage
+from .quantize import quantize_weights
 from .schedule import (
     InlineElementwise,
     ParallelizeSpatial,
@@ -24,6 +26,7 @@ __all__ = [
     "length_bounds",
     "pack_taps",
     "pooled_storage",
+    "quantize_weights",
     "schedule_in_turn",
     "winograd_conv1d",
     "winograd_filter",

@@ -1,0 +1,144 @@
+"""Weight-only int8: native kernel calls on weights the build stores as int8.
+
+It runs right after kokoro_ext.build.passes.winograd.  For a weight parameter the build
+chose (``names``, the parameters' Relax names; kokoro_ext.build.precision chooses them),
+a call on its float32 layout becomes the call on its int8 one:
+
+  conv1d_taps(o, x, taps_filter(w), b)                 -> conv1d_taps_q8(o, x, q, s, b)
+  conv1d_winograd(o, x, winograd_filter(w), b)         -> conv1d_winograd_q8_if_pays(..)
+  conv1d_winograd_if_pays(o, x, taps_filter(w), winograd_filter(w), b)
+                                                       -> conv1d_winograd_q8_if_pays(..)
+  addmm(b, x, w or permute_dims(w))                    -> addmm_q8(b, x, q, s)
+
+with (q, s) = taps_filter_q8(w) or columns_q8(w): the int8 values and a float32 scale per
+output channel, which LiftTransformParams moves into the weight transform the build runs
+once, so they are what the build stores.  The Winograd filter is then computed from the
+int8 taps at each call (cpp/src/winograd.cc), not stored: it is about twice the float32
+filter and eight times the int8 one.  The float32 layouts the rewritten calls took are
+dropped, so nothing stores them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from kokoro_ext.run import kernels, native
+
+_CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
+_PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
+_KPACK = 8  # output channels per packed block (cpp/include/kokoro_ext/products.h)
+
+
+def _extern(expr: relax.Expr, name: str | None = None) -> str | None:
+    """The native function ``expr`` calls (``name`` only), or None."""
+    if not (isinstance(expr, relax.Call) and expr.op.same_as(_CALL_DPS_PACKED)):
+        return None
+    callee = expr.args[0]
+    if not isinstance(callee, relax.ExternFunc):
+        return None
+    if name is not None and callee.global_symbol != name:
+        return None
+    return callee.global_symbol
+
+
+@relax.expr_functor.mutator
+class _Rewriter(relax.PyExprMutator):
+    def __init__(self, mod: tvm.IRModule, names: Collection[str]):
+        super().__init__(mod)
+        self.names = frozenset(names)
+        self.bound: dict[relax.Var, relax.Expr] = {}
+
+    def _weight(self, expr: relax.Expr, through: tvm.ir.Op | str | None) -> relax.Var | None:
+        """The chosen weight parameter behind ``expr``: ``expr`` is bound to ``through``
+        (a native filter transform or an op) applied to it, or (``through`` None) is it."""
+        if through is not None:
+            value = self.bound.get(expr)
+            if value is None:
+                return None
+            if isinstance(through, str):
+                if _extern(value, through) is None:
+                    return None
+                expr = value.args[1].fields[0]
+            elif isinstance(value, relax.Call) and value.op.same_as(through):
+                expr = value.args[0]
+            else:
+                return None
+        if isinstance(expr, relax.Var) and expr.name in self.names:
+            return expr
+        return None
+
+    def _quantized(self, transform: str, w: relax.Expr, q_shape, channels: int) -> tuple:
+        """(q, scale) of ``w`` by the native quantizer ``transform``."""
+        pair = relax.call_dps_packed(
+            transform,
+            [w],
+            [relax.TensorType(q_shape, "int8"), relax.TensorType([channels], "float32")],
+        )
+        pair = self.builder_.emit(pair)
+        return relax.TupleGetItem(pair, 0), relax.TupleGetItem(pair, 1)
+
+    def _conv(self, call: relax.Call, w: relax.Var, pad: int, dilation: int) -> relax.Expr:
+        c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
+        shape = [int(d) for d in tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)(c_out, c_in, taps)]
+        q, scale = self._quantized(kernels.TAPS_FILTER_Q8, w, shape, shape[0] * _KPACK)
+        fields = call.args[1].fields
+        x, bias = fields[1], fields[-1]
+        kernel = kernels.CONV1D_TAPS_Q8
+        if _extern(call, kernels.CONV1D_TAPS) is None:
+            kernel = kernels.CONV1D_WINOGRAD_Q8_IF_PAYS
+        options = relax.ShapeExpr([pad, dilation])
+        return relax.call_dps_packed(kernel, [options, x, q, scale, bias], call.ty_args[0])
+
+    def _rewrite(self, call: relax.Call) -> relax.Expr | None:
+        name = _extern(call)
+        if name is None:
+            return None
+        fields = call.args[1].fields
+        if name == kernels.CONV1D_TAPS:
+            w = self._weight(fields[2], kernels.TAPS_FILTER)
+            pad, dilation = (int(v) for v in fields[0].values)
+            return None if w is None else self._conv(call, w, pad, dilation)
+        if name in (kernels.CONV1D_WINOGRAD, kernels.CONV1D_WINOGRAD_IF_PAYS):
+            w = self._weight(fields[-2], kernels.WINOGRAD_FILTER)
+            pad, dilation, _ = (int(v) for v in fields[0].values)
+            return None if w is None else self._conv(call, w, pad, dilation)
+        if name == kernels.ADDMM:
+            bias, x, w = fields
+            weight = self._weight(w, None) or self._weight(w, _PERMUTE_DIMS)
+            if weight is None:
+                return None
+            k, n = (int(v) for v in w.ty.shape.values)
+            q, scale = self._quantized(kernels.COLUMNS_Q8, w, [k, n], n)
+            return relax.call_dps_packed(kernels.ADDMM_Q8, [bias, x, q, scale], call.ty_args[0])
+        return None
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        call = self.visit_expr_post_order(call)
+        rewritten = self._rewrite(call)
+        return call if rewritten is None else rewritten
+
+    def rewrite(self, func: relax.Function) -> relax.Function:
+        self.bound = dict(relax.analysis.get_var2val(func))
+        return relax.analysis.remove_all_unused(self.visit_expr(func))
+
+
+def quantize_weights(names: Collection[str]) -> tvm.transform.Pass:
+    """The pass storing the weight parameters ``names`` (Relax names) as int8 where native
+    kernels take them (see the module's docstring)."""
+
+    @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.QuantizeWeights")
+    def _quantize(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        if not names:
+            return mod
+        native.load()
+        rewriter = _Rewriter(mod, names)
+        for gv, func in mod.functions_items():
+            if isinstance(func, relax.Function):
+                rewriter.builder_.update_func(gv, rewriter.rewrite(func))
+        return rewriter.builder_.get()
+
+    return _quantize
