@@ -11,7 +11,7 @@ import pytest
 
 from kokoro_ext.build.stages import STAGES
 from kokoro_ext.run import artifacts, contract
-from kokoro_ext.run.manifest import FORMAT, Manifest
+from kokoro_ext.run.manifest import FORMAT, Manifest, Source
 from kokoro_ext.run.runner import NamedStage
 from kokoro_ext.run.synthesizer import Synthesizer
 
@@ -25,7 +25,7 @@ def _json_round_trip(manifest: Manifest) -> Manifest:
 def test_a_manifest_survives_json():
     manifest = example_manifest()
     assert _json_round_trip(manifest) == manifest
-    random = example_manifest(weights=example_manifest().weights.__class__(random_seed=3))
+    random = example_manifest(weights=Source(random_seed=3))
     assert _json_round_trip(random).weights.random_seed == 3
 
 
@@ -55,10 +55,12 @@ def test_the_build_stages_are_what_the_runtime_expects():
     [
         (lambda m: m.pop("cpu_features"), r"records no 'cpu_features'"),
         (lambda m: m["stages"]["text"].pop("signature"), r"records no 'stages.text.signature'"),
-        (lambda m: m["limits"].update(tokens="many"), r"field 'limits.tokens' is 'many', not an integer"),
+        (lambda m: m["limits"].update(tokens="many"),
+         r"field 'limits.tokens' is 'many', not an integer"),
         (lambda m: m["stages"]["decoder"]["weights"]["tensors"].append([[3], "float32"]),
          r"field 'stages.decoder.weights.tensors\[\d+\]' is .*not \[shape, dtype, offset\]"),
-        (lambda m: m.update(format=FORMAT - 1), rf"has format {FORMAT - 1}, this kokoro_ext reads format {FORMAT}"),
+        (lambda m: m.update(format=FORMAT - 1),
+         rf"has format {FORMAT - 1}, this kokoro_ext reads format {FORMAT}"),
         (lambda m: m.pop("format"), r"has format None"),
     ],
 )  # fmt: skip

@@ -63,7 +63,7 @@ class BuildOptions:
     config: Path | None = None  # None: the shipped Kokoro-82M config
     weights: Path | None = None  # None: the fetched Kokoro-82M (or random_weights)
     random_weights: bool = False
-    voice: str | None = None  # a voice name or pack file; None: af_heart (random with random_weights)
+    voice: str | None = None  # a name or pack file; None: af_heart (random with random_weights)
     weights_only: bool = False
     seed: int = 0  # of the random weights and voice
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)

@@ -350,9 +350,10 @@ class _Fields:
         return self.get(key, _float)
 
     def sequence(self, key: str, read: Callable[[Any, str], T]) -> tuple[T, ...]:
-        return self.get(
-            key, lambda v, path: tuple(read(x, f"{path}[{i}]") for i, x in enumerate(_list(v, path)))
-        )
+        def items(value: Any, path: str) -> tuple[T, ...]:
+            return tuple(read(x, f"{path}[{i}]") for i, x in enumerate(_list(value, path)))
+
+        return self.get(key, items)
 
     def mapping(self, key: str, read: Callable[[Any, str], T]) -> dict[str, T]:
         def items(value: Any, path: str) -> dict[str, T]:
