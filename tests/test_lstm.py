@@ -226,3 +226,151 @@ def test_compiled_module_rejects_wrong_input_dtype_and_shape(backend):
         run(vm, x, np.array([STEPS], dtype="int32"))
     with pytest.raises(Exception, match="param=x"):
         run(vm, np.zeros((1, STEPS + 1, INPUT), dtype="float32"), np.array([STEPS]))
+
+
+# -- int8 weights: kokoro_ext.lstm_q8 and its quantizer kokoro_ext.lstm_weights_q8 --------
+
+
+def _call(name: str, *arrays, enforce_sorted: bool = False):
+    """The native ``name`` on numpy arrays (the LSTM's inputs, then its weights and bias):
+    (y, h_n, c_n)."""
+    import tvm_ffi
+
+    x, h0, bias = arrays[0], arrays[2], arrays[-1]
+    B, T, D, H = x.shape[0], x.shape[1], bias.shape[1], h0.shape[2]
+    outs = [np.empty((B, T, D * H), np.float32), np.empty_like(h0), np.empty_like(h0)]
+    args = [tvm_ffi.from_dlpack(np.ascontiguousarray(a)) for a in (*arrays, *outs)]
+    tvm.get_global_func(name)(tvm_ffi.Shape((int(enforce_sorted),)), *args)
+    return outs
+
+
+def _quantize(w: np.ndarray):
+    """(q, scale, lossy rows) of w by kokoro_ext.lstm_weights_q8."""
+    import tvm_ffi
+
+    w = np.ascontiguousarray(w, np.float32)
+    q, scale = np.empty(w.shape, np.int8), np.empty(w.shape[:-1], np.float32)
+    lossy = tvm.get_global_func(kernels.LSTM_WEIGHTS_Q8)(*map(tvm_ffi.from_dlpack, (w, q, scale)))
+    return q, scale, int(lossy)
+
+
+def _inputs(rng, layers, D, lengths, I, H):
+    B, L = len(lengths), layers
+    x = rng.standard_normal((B, STEPS, I), dtype=np.float32)
+    h0, c0 = rng.standard_normal((2, L * D, B, H), dtype=np.float32) * 0.5
+    bias = rng.standard_normal((L, D, 4 * H), dtype=np.float32) * 0.1
+    return x, np.array(lengths, np.int64), h0, c0, bias
+
+
+def _weight_shapes(layers, D, I, H):
+    return [(D, 4 * H, I), (layers - 1, D, 4 * H, D * H), (layers, D, 4 * H, H)]
+
+
+Q8_CASES = [
+    # layers, directions, lengths, I, H: 4H = 160 leaves a tail past the 128-gate panels,
+    # I = 33 a tail past the vector lanes the rows are dequantized in.
+    pytest.param(1, 2, [STEPS, 1, 4], INPUT, HIDDEN, id="L1-bi"),
+    pytest.param(2, 1, [3, STEPS, 1], 33, 40, id="L2-uni-tails"),
+    pytest.param(2, 2, [5, 2], 33, 40, id="L2-bi-tails"),
+    pytest.param(3, 2, [7], INPUT, 32, id="L3-bi"),
+]
+
+
+@pytest.mark.parametrize("layers,D,lengths,I,H", Q8_CASES)
+def test_lstm_q8_equals_lstm_on_the_dequantized_weights_bit_for_bit(layers, D, lengths, I, H):
+    """Weights on an int8 grid with a scale per row (as DynamicQuantizeLSTM's are): the int8
+    kernel computes the float32 kernel's sums on float(q) * scale, in the same order."""
+    rng = np.random.default_rng(layers * 10 + D)
+    x, lens, h0, c0, bias = _inputs(rng, layers, D, lengths, I, H)
+    for b, n in enumerate(lengths):
+        x[b, n:] = 1e3  # padding, never read
+    quantized, dequantized = [], []
+    for shape in _weight_shapes(layers, D, I, H):
+        q = rng.integers(-128, 128, shape, dtype=np.int8)
+        scale = ((rng.random(shape[:-1]) + 0.5) / (8 * np.sqrt(H))).astype(np.float32)
+        quantized += [q, scale]
+        dequantized.append(q.astype(np.float32) * scale[..., None])
+    got = _call(kernels.LSTM_Q8, x, lens, h0, c0, *quantized, bias)
+    want = _call(kernels.LSTM, x, lens, h0, c0, *dequantized, bias)
+    for g, w, name in zip(got, want, ("y", "h_n", "c_n")):
+        np.testing.assert_array_equal(g, w, err_msg=name)
+    for b, n in enumerate(lengths):
+        assert not got[0][b, n:].any(), "output past the length must be zero"
+
+
+def test_lstm_weights_q8_finds_the_grid_and_gives_the_values_back():
+    """A scale per direction (DynamicQuantizeLSTM's), per gate row, and an empty w_ih_rest
+    (one layer): lossless, float(q) * scale is the weight bit for bit."""
+    rng = np.random.default_rng(5)
+    # multiples of the step as a trained weight's are: most near zero, a few up to 127
+    n = np.clip(np.round(rng.standard_normal((2, 64, 96)) * 30), -127, 127).astype(np.float32)
+    per_direction = n * np.array([0.013, 0.021], np.float32)[:, None, None]
+    per_row = n * (rng.random((2, 64, 1), dtype=np.float32) + 0.1)
+    for w in (per_direction, per_row, per_row.reshape(1, 2, 64, 96)):
+        q, scale, lossy = _quantize(w)
+        assert lossy == 0
+        np.testing.assert_array_equal(q.astype(np.float32) * scale[..., None], w)
+    q, scale, lossy = _quantize(np.zeros((0, 2, 64, 32), np.float32))
+    assert lossy == 0 and q.shape == (0, 2, 64, 32) and scale.shape == (0, 2, 64)
+
+
+def test_lstm_q8_on_lossy_weights_stays_near_float64():
+    """Float weights off any grid: each row quantized symmetrically (max |w| / 127), every
+    row lossy.  Error against float64 on the float weights: within 1e-2 (the float32
+    kernel on the same weights: within TOL)."""
+    layers, D, lengths, I, H = 2, 2, [STEPS, 4, 1], INPUT, HIDDEN
+    rng = np.random.default_rng(7)
+    x, lens, h0, c0, bias = _inputs(rng, layers, D, lengths, I, H)
+    weights = [(rng.uniform(-1, 1, s) / np.sqrt(H)).astype(np.float32)
+               for s in _weight_shapes(layers, D, I, H)]
+    quantized = []
+    for w in weights:
+        q, scale, lossy = _quantize(w)
+        assert lossy == int(np.prod(w.shape[:-1]))
+        quantized += [q, scale]
+    got = _call(kernels.LSTM_Q8, x, lens, h0, c0, *quantized, bias)
+    as64 = [torch.from_numpy(a).double() for a in (x, h0, c0, *weights, bias)]
+    want = torch.ops.kokoro_ext.packed_lstm(
+        as64[0], torch.from_numpy(lens), *as64[1:], False)
+    errors = max_errors(got, [w.numpy() for w in want])
+    assert max(errors) <= 1e-2, errors
+    float32 = _call(kernels.LSTM, x, lens, h0, c0, *weights, bias)
+    assert max(max_errors(float32, [w.numpy() for w in want])) <= TOL
+
+
+def test_lstm_q8_and_its_quantizer_reject_bad_weights_naming_them():
+    import tvm_ffi
+
+    rng = np.random.default_rng(9)
+    x, lens, h0, c0, bias = _inputs(rng, 1, 2, [STEPS], INPUT, HIDDEN)
+    shapes = _weight_shapes(1, 2, INPUT, HIDDEN)
+    good = []
+    for s in shapes:
+        good += [np.zeros(s, np.int8), np.ones(s[:-1], np.float32)]
+    _call(kernels.LSTM_Q8, x, lens, h0, c0, *good, bias)  # fine as it is
+    cases = [
+        (0, np.zeros(shapes[0], np.float32), r"w_ih_first must be int8"),
+        (1, np.ones((2, 63), np.float32), r"w_ih_first_scale must have shape \[2, 64\]"),
+        (3, np.ones((0, 2, 64), np.float64), r"w_ih_rest_scale must be float32"),
+        (2, np.zeros((1, 2, 64, 32), np.int8), r"w_ih_rest must have shape \[0, 2, 64, 32\]"),
+        (4, np.zeros(shapes[2], np.float32), r"w_hh must be int8"),
+        (5, np.ones((1, 2, 64, 1), np.float32), r"w_hh_scale must have 3 dimensions"),
+    ]
+    for index, bad, message in cases:
+        args = list(good)
+        args[index] = bad
+        with pytest.raises(ValueError, match=rf"kokoro_ext.lstm_q8: {message}"):
+            _call(kernels.LSTM_Q8, x, lens, h0, c0, *args, bias)
+    quantize = tvm.get_global_func(kernels.LSTM_WEIGHTS_Q8)
+    w = np.zeros((2, 64, 20), np.float32)
+    for arrays, message in [
+        ((w, np.zeros(w.shape, np.float32), np.zeros((2, 64), np.float32)), "q must be int8"),
+        ((w, np.zeros(w.shape, np.int8), np.zeros((2, 20), np.float32)),
+         r"scale must have shape \[2, 64\]"),
+        ((w.astype(np.float64), np.zeros(w.shape, np.int8), np.zeros((2, 64), np.float32)),
+         "w must be float32"),
+        ((np.zeros(20, np.float32), np.zeros(20, np.int8), np.zeros(1, np.float32)),
+         r"w must be \[\.\.\., 4H, n\]"),
+    ]:
+        with pytest.raises(ValueError, match=rf"kokoro_ext.lstm_weights_q8: {message}"):
+            quantize(*map(tvm_ffi.from_dlpack, arrays))

@@ -1,6 +1,7 @@
 /*!
  * \file lstm.cc
- * \brief kokoro_ext.lstm: LSTM forward with packed-sequence semantics.
+ * \brief kokoro_ext.lstm: LSTM forward with packed-sequence semantics, on float32 or int8
+ *  weights.
  *
  * Equivalent to
  *   packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=...)
@@ -22,11 +23,24 @@
  *     y           [B, T, D*H]           h_n, c_n [L*D, B, H]
  * Weights are PyTorch's, stacked by layer and direction; gate order i, f, g, o.
  *
+ *   kokoro_ext.lstm_q8(options, x, lengths, h0, c0, w_ih_first, w_ih_first_scale,
+ *                      w_ih_rest, w_ih_rest_scale, w_hh, w_hh_scale, bias, y, h_n, c_n)
+ *     the same on int8 weights with a float32 scale per row (per layer, direction and
+ *     gate row: [D, 4H], [L-1, D, 4H], [L, D, 4H]), standing for float(q) * scale.
+ *     Dequantized where they are read, into the float32 operands lstm reads, so the
+ *     sums are lstm's on those values, bit for bit.
+ *   kokoro_ext.lstm_weights_q8(w, q, scale) -> int
+ *     w [..., 4H, n] float32 as q int8 [..., 4H, n] and scale [..., 4H] (quantized.h's
+ *     QuantizeRows, a row per all but the last axis); returns the rows quantized off a
+ *     grid (lossy).  The build's weight transform runs it (kokoro_ext.build.passes.quantize).
+ *
  * Work per layer: a BLAS GEMM per sample and direction projects every time step
  * (x W_ih^T + b), then the recurrences of all (sample, direction) pairs run in
  * parallel (TVM's thread pool, threading.h), each doing one [4H, H] matrix-vector
  * product per step with W_hh repacked into gate panels.
  */
+#include <kokoro_ext/products.h>
+#include <kokoro_ext/quantized.h>
 #include <kokoro_ext/simd.h>
 #include <kokoro_ext/tensor_args.h>
 #include <kokoro_ext/threading.h>
@@ -45,6 +59,7 @@ namespace kokoro_ext {
 namespace {
 
 constexpr const char* kName = "kokoro_ext.lstm";
+constexpr const char* kNameQ8 = "kokoro_ext.lstm_q8";
 
 inline float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
@@ -53,20 +68,70 @@ inline float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 constexpr int kGateVecs = 8;
 constexpr int64_t kGateBlock = kGateVecs * simd::kLanes;
 
+/*! \brief dst[i] = float(q[i]) * scale for i < n: one row of an int8 weight. */
+void DequantizeRow(const int8_t* q, float scale, int64_t n, float* dst) {
+  const RegisterVector s = Splat(scale);
+  int64_t i = 0;
+  for (; i + kVectorLanes <= n; i += kVectorLanes) StoreRegister(dst + i, LoadInt8(q + i) * s);
+  for (; i < n; ++i) dst[i] = static_cast<float>(q[i]) * scale;
+}
+
 /*!
- * \brief Repack W_hh [G, H] so each block of kGateBlock gates is one contiguous
- * [H, kGateBlock] panel (the tail gates form a last [H, G % kGateBlock] panel), so the
- * recurrence streams through memory instead of striding across rows.
+ * \brief One of the weights w_ih_first, w_ih_rest, w_hh: rows of n values (a row per
+ *  layer, direction and gate), float32 or int8 with a float32 scale per row.
  */
-std::unique_ptr<float[]> PackRecurrentWeights(const float* w, int64_t G, int64_t H) {
+struct LstmWeights {
+  const float* f32 = nullptr;
+  const int8_t* q8 = nullptr;
+  const float* scale = nullptr;  // with q8
+
+  /*!
+   * \brief Rows [r0, r0 + rows) as float32: the weights themselves, or dequantized into
+   *  dst ([rows, n]) on the thread pool.
+   */
+  const float* Rows(int64_t r0, int64_t rows, int64_t n, float* dst) const {
+    if (f32 != nullptr) return f32 + r0 * n;
+    constexpr int64_t kRowsPerTask = 64;
+    ParallelFor((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+      const int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
+      for (int64_t r = task * kRowsPerTask; r < end; ++r) {
+        DequantizeRow(q8 + (r0 + r) * n, scale[r0 + r], n, dst + r * n);
+      }
+    });
+    return dst;
+  }
+};
+
+/*!
+ * \brief Repack W_hh [G, H] (value(g, k) its entries) so each block of kGateBlock gates is
+ * one contiguous [H, kGateBlock] panel (the tail gates form a last [H, G % kGateBlock]
+ * panel), so the recurrence streams through memory instead of striding across rows.
+ */
+template <typename Value>
+std::unique_ptr<float[]> PackPanels(Value value, int64_t G, int64_t H) {
   std::unique_ptr<float[]> packed(new float[G * H]);
   for (int64_t g0 = 0; g0 < G; g0 += kGateBlock) {
     const int64_t width = std::min(kGateBlock, G - g0);
     float* panel = packed.get() + g0 * H;
     for (int64_t k = 0; k < H; ++k)  // write the panel contiguously
-      for (int64_t v = 0; v < width; ++v) panel[k * width + v] = w[(g0 + v) * H + k];
+      for (int64_t v = 0; v < width; ++v) panel[k * width + v] = value(g0 + v, k);
   }
   return packed;
+}
+
+/*! \brief Rows [r0, r0 + G) of ``w`` (W_hh of one layer and direction) packed by PackPanels. */
+std::unique_ptr<float[]> PackRecurrentWeights(const LstmWeights& w, int64_t r0, int64_t G,
+                                              int64_t H) {
+  if (w.f32 != nullptr) {
+    const float* rows = w.f32 + r0 * H;
+    return PackPanels([rows, H](int64_t g, int64_t k) { return rows[g * H + k]; }, G, H);
+  }
+  const int8_t* rows = w.q8 + r0 * H;
+  const float* scale = w.scale + r0;
+  auto value = [rows, scale, H](int64_t g, int64_t k) {
+    return static_cast<float>(rows[g * H + k]) * scale[g];
+  };
+  return PackPanels(value, G, H);
 }
 
 /*! \brief gates[0:G] += W_hh h, with W_hh packed by PackRecurrentWeights. */
@@ -127,16 +192,17 @@ void Recurrence(const float* proj, int64_t len, bool reverse, const float* w_hh,
   }
 }
 
-void CheckLengths(const int64_t* lengths, int64_t B, int64_t T, bool enforce_sorted) {
+void CheckLengths(const char* kernel, const int64_t* lengths, int64_t B, int64_t T,
+                  bool enforce_sorted) {
   for (int64_t b = 0; b < B; ++b) {
     if (lengths[b] < 1 || lengths[b] > T) {
-      TVM_FFI_THROW(ValueError) << kName << ": lengths[" << b << "] = " << lengths[b]
+      TVM_FFI_THROW(ValueError) << kernel << ": lengths[" << b << "] = " << lengths[b]
                                 << " is outside [1, " << T
                                 << "]; every sequence needs at least one step and no more "
                                    "steps than the padded length T";
     }
     if (enforce_sorted && b > 0 && lengths[b] > lengths[b - 1]) {
-      TVM_FFI_THROW(ValueError) << kName << ": lengths must be sorted in decreasing order "
+      TVM_FFI_THROW(ValueError) << kernel << ": lengths must be sorted in decreasing order "
                                 << "with enforce_sorted=True, but lengths[" << b - 1
                                 << "] = " << lengths[b - 1] << " < lengths[" << b
                                 << "] = " << lengths[b];
@@ -144,48 +210,88 @@ void CheckLengths(const int64_t* lengths, int64_t B, int64_t T, bool enforce_sor
   }
 }
 
-void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView lengths,
-          tvm::ffi::TensorView h0, tvm::ffi::TensorView c0, tvm::ffi::TensorView w_ih_first,
-          tvm::ffi::TensorView w_ih_rest, tvm::ffi::TensorView w_hh, tvm::ffi::TensorView bias,
-          tvm::ffi::TensorView y, tvm::ffi::TensorView h_n, tvm::ffi::TensorView c_n) {
+/*! \brief The sizes of an LSTM call. */
+struct LstmShape {
+  int64_t L, D, H, B, T, I;
+  bool enforce_sorted;
+};
+
+/*!
+ * \brief The checks both kernels make of everything but the input weights: options, the
+ *  shape of w_hh (its dtype is the caller's to check), x, h0, c0, bias, y, h_n, c_n and
+ *  lengths (values too).
+ */
+LstmShape CheckLstmArgs(const char* kernel, const tvm::ffi::Shape& options,
+                        const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& lengths,
+                        const tvm::ffi::TensorView& h0, const tvm::ffi::TensorView& c0,
+                        const tvm::ffi::TensorView& w_hh, const tvm::ffi::TensorView& bias,
+                        const tvm::ffi::TensorView& y, const tvm::ffi::TensorView& h_n,
+                        const tvm::ffi::TensorView& c_n) {
   if (options.size() != 1) {
-    TVM_FFI_THROW(ValueError) << kName << ": options must be (enforce_sorted,)";
+    TVM_FFI_THROW(ValueError) << kernel << ": options must be (enforce_sorted,)";
   }
-  const bool enforce_sorted = options[0] != 0;
-  CheckFloat32Cpu(kName, "w_hh", w_hh, 4);
-  const int64_t L = w_hh.shape()[0], D = w_hh.shape()[1], H = w_hh.shape()[3];
+  LstmShape s;
+  s.enforce_sorted = options[0] != 0;
+  s.L = w_hh.shape()[0], s.D = w_hh.shape()[1], s.H = w_hh.shape()[3];
+  const int64_t L = s.L, D = s.D, H = s.H;
   if (D != 1 && D != 2) {
-    TVM_FFI_THROW(ValueError) << kName << ": w_hh must be [L, D, 4H, H] with D = 1 or 2, got "
+    TVM_FFI_THROW(ValueError) << kernel << ": w_hh must be [L, D, 4H, H] with D = 1 or 2, got "
                               << ShapeString(w_hh.shape());
   }
-  CheckShape(kName, "w_hh", w_hh, {L, D, 4 * H, H});
-  CheckFloat32Cpu(kName, "x", x, 3);
-  const int64_t B = x.shape()[0], T = x.shape()[1], I = x.shape()[2];
-  CheckFloat32Cpu(kName, "h0", h0, 3);
-  CheckShape(kName, "h0", h0, {L * D, B, H});
-  CheckFloat32Cpu(kName, "c0", c0, 3);
-  CheckShape(kName, "c0", c0, {L * D, B, H});
-  CheckFloat32Cpu(kName, "w_ih_first", w_ih_first, 3);
-  CheckShape(kName, "w_ih_first", w_ih_first, {D, 4 * H, I});
-  CheckFloat32Cpu(kName, "w_ih_rest", w_ih_rest, 4);
-  CheckShape(kName, "w_ih_rest", w_ih_rest, {L - 1, D, 4 * H, D * H});
-  CheckFloat32Cpu(kName, "bias", bias, 3);
-  CheckShape(kName, "bias", bias, {L, D, 4 * H});
-  CheckFloat32Cpu(kName, "y", y, 3);
-  CheckShape(kName, "y", y, {B, T, D * H});
-  CheckFloat32Cpu(kName, "h_n", h_n, 3);
-  CheckShape(kName, "h_n", h_n, {L * D, B, H});
-  CheckFloat32Cpu(kName, "c_n", c_n, 3);
-  CheckShape(kName, "c_n", c_n, {L * D, B, H});
+  CheckShape(kernel, "w_hh", w_hh, {L, D, 4 * H, H});
+  CheckFloat32Cpu(kernel, "x", x, 3);
+  s.B = x.shape()[0], s.T = x.shape()[1], s.I = x.shape()[2];
+  const int64_t B = s.B, T = s.T;
+  CheckFloat32Cpu(kernel, "h0", h0, 3);
+  CheckShape(kernel, "h0", h0, {L * D, B, H});
+  CheckFloat32Cpu(kernel, "c0", c0, 3);
+  CheckShape(kernel, "c0", c0, {L * D, B, H});
+  CheckFloat32Cpu(kernel, "bias", bias, 3);
+  CheckShape(kernel, "bias", bias, {L, D, 4 * H});
+  CheckFloat32Cpu(kernel, "y", y, 3);
+  CheckShape(kernel, "y", y, {B, T, D * H});
+  CheckFloat32Cpu(kernel, "h_n", h_n, 3);
+  CheckShape(kernel, "h_n", h_n, {L * D, B, H});
+  CheckFloat32Cpu(kernel, "c_n", c_n, 3);
+  CheckShape(kernel, "c_n", c_n, {L * D, B, H});
   if (lengths.device().device_type != kDLCPU || lengths.dtype().code != kDLInt ||
       lengths.dtype().bits != 64 || lengths.ndim() != 1 || lengths.shape()[0] != B) {
-    TVM_FFI_THROW(ValueError) << kName << ": lengths must be an int64 CPU tensor of shape [" << B
-                              << "], got shape " << ShapeString(lengths.shape());
+    TVM_FFI_THROW(ValueError) << kernel << ": lengths must be an int64 CPU tensor of shape ["
+                              << B << "], got shape " << ShapeString(lengths.shape());
   }
-  const int64_t* len = DataPtr<const int64_t>(lengths);
-  CheckLengths(len, B, T, enforce_sorted);
+  CheckLengths(kernel, DataPtr<const int64_t>(lengths), B, T, s.enforce_sorted);
+  return s;
+}
 
+/*! \brief A float32 weight of the given shape. */
+LstmWeights FloatWeights(const tvm::ffi::TensorView& w, const char* name,
+                         const std::vector<int64_t>& shape) {
+  CheckFloat32Cpu(kName, name, w, static_cast<int>(shape.size()));
+  CheckShape(kName, name, w, shape);
+  return LstmWeights{DataPtr<const float>(w)};
+}
+
+/*! \brief An int8 weight of the given shape, with its scale [shape without the last axis]. */
+LstmWeights Int8Weights(const tvm::ffi::TensorView& w, const char* name,
+                        const tvm::ffi::TensorView& scale, const char* scale_name,
+                        const std::vector<int64_t>& shape) {
+  CheckInt8Cpu(kNameQ8, name, w, static_cast<int>(shape.size()));
+  CheckShape(kNameQ8, name, w, shape);
+  const std::vector<int64_t> rows(shape.begin(), shape.end() - 1);
+  CheckFloat32Cpu(kNameQ8, scale_name, scale, static_cast<int>(rows.size()));
+  CheckShape(kNameQ8, scale_name, scale, rows);
+  return LstmWeights{nullptr, DataPtr<const int8_t>(w), DataPtr<const float>(scale)};
+}
+
+void LstmForward(const LstmShape& s, const tvm::ffi::TensorView& x,
+                 const tvm::ffi::TensorView& lengths, const tvm::ffi::TensorView& h0,
+                 const tvm::ffi::TensorView& c0, const LstmWeights& w_ih_first,
+                 const LstmWeights& w_ih_rest, const LstmWeights& w_hh,
+                 const tvm::ffi::TensorView& bias, const tvm::ffi::TensorView& y,
+                 const tvm::ffi::TensorView& h_n, const tvm::ffi::TensorView& c_n) {
+  const int64_t L = s.L, D = s.D, H = s.H, B = s.B, T = s.T, I = s.I;
   const int64_t G = 4 * H;
+  const int64_t* len = DataPtr<const int64_t>(lengths);
   float* out = DataPtr<float>(y);
   float* hn = DataPtr<float>(h_n);
   float* cn = DataPtr<float>(c_n);
@@ -198,8 +304,12 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
   for (int64_t l = 0; l < L; ++l) {
     const float* in = l == 0 ? DataPtr<const float>(x) : layer_in.data();
     const int64_t in_dim = l == 0 ? I : D * H;
-    const float* w_ih = l == 0 ? DataPtr<const float>(w_ih_first)
-                               : DataPtr<const float>(w_ih_rest) + (l - 1) * D * G * in_dim;
+    // The layer's [D, 4H, in_dim] input weights; int8 ones dequantized into the calling
+    // thread's scratch, kept between calls (fresh, it would be page-faulted in each time).
+    const LstmWeights& w_in = l == 0 ? w_ih_first : w_ih_rest;
+    const int64_t r0 = l == 0 ? 0 : (l - 1) * D * G;
+    const float* w_ih =
+        w_in.Rows(r0, D * G, in_dim, w_in.f32 ? nullptr : Workspace<0>(D * G * in_dim));
     float* dst = l == L - 1 ? out : layer_out.data();
     std::memset(dst, 0, B * T * D * H * sizeof(float));
     // Input projections x W_ih^T + b of every step, [D][B][T][4H]: one single-threaded
@@ -216,7 +326,7 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
     });
     std::vector<std::unique_ptr<float[]>> w_rec(D);
     ParallelFor(D, [&](int64_t d) {
-      w_rec[d] = PackRecurrentWeights(DataPtr<const float>(w_hh) + (l * D + d) * G * H, G, H);
+      w_rec[d] = PackRecurrentWeights(w_hh, (l * D + d) * G, G, H);
     });
     ParallelFor(D * B, [&](int64_t task) {
       const int64_t d = task / B, b = task % B;
@@ -229,13 +339,78 @@ void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView 
   }
 }
 
+void Lstm(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView lengths,
+          tvm::ffi::TensorView h0, tvm::ffi::TensorView c0, tvm::ffi::TensorView w_ih_first,
+          tvm::ffi::TensorView w_ih_rest, tvm::ffi::TensorView w_hh, tvm::ffi::TensorView bias,
+          tvm::ffi::TensorView y, tvm::ffi::TensorView h_n, tvm::ffi::TensorView c_n) {
+  CheckFloat32Cpu(kName, "w_hh", w_hh, 4);
+  const LstmShape s = CheckLstmArgs(kName, options, x, lengths, h0, c0, w_hh, bias, y, h_n, c_n);
+  const int64_t L = s.L, D = s.D, H = s.H;
+  const LstmWeights first = FloatWeights(w_ih_first, "w_ih_first", {D, 4 * H, s.I});
+  const LstmWeights rest = FloatWeights(w_ih_rest, "w_ih_rest", {L - 1, D, 4 * H, D * H});
+  LstmForward(s, x, lengths, h0, c0, first, rest, LstmWeights{DataPtr<const float>(w_hh)},
+              bias, y, h_n, c_n);
+}
+
+void LstmQ8(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorView lengths,
+            tvm::ffi::TensorView h0, tvm::ffi::TensorView c0, tvm::ffi::TensorView w_ih_first,
+            tvm::ffi::TensorView w_ih_first_scale, tvm::ffi::TensorView w_ih_rest,
+            tvm::ffi::TensorView w_ih_rest_scale, tvm::ffi::TensorView w_hh,
+            tvm::ffi::TensorView w_hh_scale, tvm::ffi::TensorView bias, tvm::ffi::TensorView y,
+            tvm::ffi::TensorView h_n, tvm::ffi::TensorView c_n) {
+  CheckInt8Cpu(kNameQ8, "w_hh", w_hh, 4);
+  const LstmShape s =
+      CheckLstmArgs(kNameQ8, options, x, lengths, h0, c0, w_hh, bias, y, h_n, c_n);
+  const int64_t L = s.L, D = s.D, H = s.H;
+  const LstmWeights first = Int8Weights(w_ih_first, "w_ih_first", w_ih_first_scale,
+                                        "w_ih_first_scale", {D, 4 * H, s.I});
+  const LstmWeights rest = Int8Weights(w_ih_rest, "w_ih_rest", w_ih_rest_scale,
+                                       "w_ih_rest_scale", {L - 1, D, 4 * H, D * H});
+  const LstmWeights rec = Int8Weights(w_hh, "w_hh", w_hh_scale, "w_hh_scale", {L, D, 4 * H, H});
+  LstmForward(s, x, lengths, h0, c0, first, rest, rec, bias, y, h_n, c_n);
+}
+
+/*!
+ * \brief w [..., 4H, n] quantized per row, a row per all but the last axis (quantized.h):
+ *  q int8 of w's shape, scale [..., 4H].  Returns the rows quantized off a grid.  Each
+ *  [4H, n] matrix (a layer and direction) is quantized on its own, so that a scale per
+ *  direction (DynamicQuantizeLSTM's) is the grid tried first for each of its rows, also
+ *  those without a small multiple of it.
+ */
+int64_t LstmWeightsQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView q, tvm::ffi::TensorView scale) {
+  constexpr const char* kQuantizer = "kokoro_ext.lstm_weights_q8";
+  const int ndim = w.ndim();
+  if (ndim < 2) {
+    TVM_FFI_THROW(ValueError) << kQuantizer << ": w must be [..., 4H, n], got shape "
+                              << ShapeString(w.shape());
+  }
+  CheckFloat32Cpu(kQuantizer, "w", w, ndim);
+  const std::vector<int64_t> shape(w.shape().begin(), w.shape().end());
+  CheckInt8Cpu(kQuantizer, "q", q, ndim);
+  CheckShape(kQuantizer, "q", q, shape);
+  CheckFloat32Cpu(kQuantizer, "scale", scale, ndim - 1);
+  CheckShape(kQuantizer, "scale", scale, std::vector<int64_t>(shape.begin(), shape.end() - 1));
+  const int64_t G = shape[ndim - 2], n = shape[ndim - 1];
+  int64_t matrices = 1;
+  for (int i = 0; i < ndim - 2; ++i) matrices *= shape[i];
+  int64_t lossy = 0;
+  for (int64_t m = 0; m < matrices; ++m) {
+    lossy += QuantizeRows(DataPtr<const float>(w) + m * G * n, G, n, n, 1,
+                          DataPtr<int8_t>(q) + m * G * n, n, 1, DataPtr<float>(scale) + m * G);
+  }
+  return lossy;
+}
+
 }  // namespace
 
 TVM_FFI_STATIC_INIT_BLOCK() {
   // The kernels parallelize around BLAS calls themselves (see Lstm).
   scipy_openblas_set_num_threads(1);
   namespace refl = tvm::ffi::reflection;
-  refl::GlobalDef().def(kName, Lstm);
+  refl::GlobalDef()
+      .def(kName, Lstm)
+      .def(kNameQ8, LstmQ8)
+      .def("kokoro_ext.lstm_weights_q8", LstmWeightsQ8);
 }
 
 }  // namespace kokoro_ext

@@ -1,16 +1,20 @@
 """Which weights a build stores as int8 (``--weight-dtype``).
 
   float32  none: every weight in float32.
-  int8     every convolution filter and linear weight the native kernels take, quantized
-           per output channel; lossless where the checkpoint's values lie on an int8 grid,
+  int8     every convolution filter, linear weight and LSTM weight the native kernels
+           take, quantized per output channel (per gate row of each LSTM layer and
+           direction); lossless where the checkpoint's values lie on an int8 grid,
            symmetric max / 127 quantization elsewhere.
   auto     (the default) the weights whose values lie on an int8 grid: all of Kokoro-82M
            v1.0 int8's quantized weights, none of a float32 checkpoint's.  Lossless: the
            build computes with the float32 values the checkpoint holds.
 
-The grid is found by the native quantizer itself (cpp/include/kokoro_ext/quantized.h),
-which reports the rows it could not put on one; kokoro_ext.build.passes.quantize then
-sends the kernels that take the chosen weights to their int8 forms.
+The grid is found by the native quantizer the build will apply to the weight
+(cpp/include/kokoro_ext/quantized.h), which reports the rows it could not put on one;
+kokoro_ext.build.passes.quantize then sends the kernels that take the chosen weights to
+their int8 forms.  Its rows depend on the kernel: a conv1d filter [C_out, C_in, K] has one
+per output channel, an LSTM's [D, 4H, I] input weights one per direction and gate, so a
+3-D weight is an LSTM's when its name says so (``LSTM_WEIGHTS``).
 """
 
 from __future__ import annotations
@@ -26,12 +30,26 @@ from kokoro_ext.run import kernels, native
 WeightDtype = Literal["auto", "int8", "float32"]
 WEIGHT_DTYPES: tuple[str, ...] = ("auto", "int8", "float32")
 
+#: The weights of kokoro_ext.build.export.PackedLSTM (the last component of a parameter's
+#: name) that the LSTM kernel takes as int8.
+LSTM_WEIGHTS: frozenset[str] = frozenset({"w_ih_first", "w_ih_rest", "w_hh"})
 
-def lossy_rows(weight: np.ndarray) -> int | None:
-    """Output channels of ``weight`` that int8 would not hold exactly: a conv1d filter
-    [C_out, C_in, K] or a linear weight [out, in]; None for any other array."""
+
+def lossy_rows(weight: np.ndarray, lstm: bool = False) -> int | None:
+    """Rows of ``weight`` that int8 would not hold exactly, a row being what the quantizer
+    of the kernel taking it scales as one: with ``lstm``, an LSTM's weight [..., 4H, n], a
+    row per all but the last axis (an empty one, a one-layer LSTM's w_ih_rest, has none);
+    else an output channel of a conv1d filter [C_out, C_in, K] or a linear weight
+    [out, in].  None for any other array."""
     native.load()
     w = np.asarray(weight)
+    if lstm:
+        if w.dtype != np.float32 or w.ndim not in (3, 4):
+            return None
+        w = np.ascontiguousarray(w)
+        q, scale = np.empty(w.shape, np.int8), np.empty(w.shape[:-1], np.float32)
+        arrays = [tvm_ffi.from_dlpack(a) for a in (w, q, scale)]
+        return int(tvm_ffi.get_global_func(kernels.LSTM_WEIGHTS_Q8)(*arrays))
     if w.dtype != np.float32 or w.ndim not in (2, 3) or 0 in w.shape:
         return None
     if w.ndim == 3:
@@ -55,7 +73,7 @@ def int8_weights(named: Iterable[tuple[str, np.ndarray]], dtype: WeightDtype) ->
         return frozenset()
     chosen = set()
     for name, array in named:
-        lossy = lossy_rows(array)
+        lossy = lossy_rows(array, lstm=name.rpartition(".")[2] in LSTM_WEIGHTS)
         if lossy is not None and (dtype == "int8" or lossy == 0):
             chosen.add(name)
     return frozenset(chosen)

@@ -33,8 +33,11 @@ CONV1D_WINOGRAD_IF_PAYS = "kokoro_ext.conv1d_winograd_if_pays"
 WINOGRAD_FILTER = "kokoro_ext.winograd_filter"
 WINOGRAD_FILTER_SHAPE = "kokoro_ext.winograd_filter_shape"
 WINOGRAD_PAYS = "kokoro_ext.winograd_pays"
-# lstm.cc (kokoro_ext.build.frontend.lstm)
+# lstm.cc (kokoro_ext.build.frontend.lstm); its int8-weight form and quantizer
+# (kokoro_ext.build.passes.quantize)
 LSTM = "kokoro_ext.lstm"
+LSTM_Q8 = "kokoro_ext.lstm_q8"
+LSTM_WEIGHTS_Q8 = "kokoro_ext.lstm_weights_q8"
 # storage.cc: the VM's storage pool (kokoro_ext.build.passes.memory)
 ALLOC_STORAGE = "kokoro_ext.alloc_storage"
 STORAGE_POOL_STATS = "kokoro_ext.storage_pool_stats"

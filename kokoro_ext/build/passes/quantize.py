@@ -9,10 +9,14 @@ a call on its float32 layout becomes the call on its int8 one:
   conv1d_winograd_if_pays(o, x, taps_filter(w), winograd_filter(w), b)
                                                        -> conv1d_winograd_q8_if_pays(..)
   addmm(b, x, w or permute_dims(w))                    -> addmm_q8(b, x, q, s)
+  lstm(o, x, n, h0, c0, w_ih_first, w_ih_rest, w_hh, b)
+                            -> lstm_q8(o, x, n, h0, c0, q1, s1, q2, s2, q3, s3, b)
 
-with (q, s) = taps_filter_q8(w) or columns_q8(w): the int8 values and a float32 scale per
-output channel, which LiftTransformParams moves into the weight transform the build runs
-once, so they are what the build stores.  The Winograd filter is then computed from the
+with (q, s) = taps_filter_q8(w), columns_q8(w) or lstm_weights_q8(w): the int8 values and
+a float32 scale per output channel (per layer, direction and gate row for the LSTM), which
+LiftTransformParams moves into the weight transform the build runs once, so they are what
+the build stores.  An LSTM is rewritten only when all three of its weights are chosen: the
+kernel takes them all in one dtype.  The Winograd filter is then computed from the
 int8 taps at each call (cpp/src/winograd.cc), not stored: it is about twice the float32
 filter and eight times the int8 one.  The float32 layouts the rewritten calls took are
 dropped, so nothing stores them.
@@ -71,12 +75,12 @@ class _Rewriter(relax.PyExprMutator):
             return expr
         return None
 
-    def _quantized(self, transform: str, w: relax.Expr, q_shape, channels: int) -> tuple:
+    def _quantized(self, transform: str, w: relax.Expr, q_shape, scale_shape) -> tuple:
         """(q, scale) of ``w`` by the native quantizer ``transform``."""
         pair = relax.call_dps_packed(
             transform,
             [w],
-            [relax.TensorType(q_shape, "int8"), relax.TensorType([channels], "float32")],
+            [relax.TensorType(q_shape, "int8"), relax.TensorType(scale_shape, "float32")],
         )
         pair = self.builder_.emit(pair)
         return relax.TupleGetItem(pair, 0), relax.TupleGetItem(pair, 1)
@@ -84,7 +88,7 @@ class _Rewriter(relax.PyExprMutator):
     def _conv(self, call: relax.Call, w: relax.Var, pad: int, dilation: int) -> relax.Expr:
         c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
         shape = [int(d) for d in tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)(c_out, c_in, taps)]
-        q, scale = self._quantized(kernels.TAPS_FILTER_Q8, w, shape, shape[0] * _KPACK)
+        q, scale = self._quantized(kernels.TAPS_FILTER_Q8, w, shape, [shape[0] * _KPACK])
         fields = call.args[1].fields
         x, bias = fields[1], fields[-1]
         kernel = kernels.CONV1D_TAPS_Q8
@@ -92,6 +96,17 @@ class _Rewriter(relax.PyExprMutator):
             kernel = kernels.CONV1D_WINOGRAD_Q8_IF_PAYS
         options = relax.ShapeExpr([pad, dilation])
         return relax.call_dps_packed(kernel, [options, x, q, scale, bias], call.ty_args[0])
+
+    def _lstm(self, call: relax.Call) -> relax.Expr | None:
+        options, x, lengths, h0, c0, *weights, bias = call.args[1].fields
+        if any(self._weight(w, None) is None for w in weights):
+            return None
+        args = [options, x, lengths, h0, c0]
+        for w in weights:  # w_ih_first, w_ih_rest (empty for one layer), w_hh
+            shape = [int(v) for v in w.ty.shape.values]
+            args += self._quantized(kernels.LSTM_WEIGHTS_Q8, w, shape, shape[:-1])
+        out_ty = list(call.ty_args[0].fields)  # (y, h_n, c_n)
+        return relax.call_dps_packed(kernels.LSTM_Q8, [*args, bias], out_ty)
 
     def _rewrite(self, call: relax.Call) -> relax.Expr | None:
         name = _extern(call)
@@ -112,8 +127,10 @@ class _Rewriter(relax.PyExprMutator):
             if weight is None:
                 return None
             k, n = (int(v) for v in w.ty.shape.values)
-            q, scale = self._quantized(kernels.COLUMNS_Q8, w, [k, n], n)
+            q, scale = self._quantized(kernels.COLUMNS_Q8, w, [k, n], [n])
             return relax.call_dps_packed(kernels.ADDMM_Q8, [bias, x, q, scale], call.ty_args[0])
+        if name == kernels.LSTM:
+            return self._lstm(call)
         return None
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:

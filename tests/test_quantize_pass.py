@@ -1,0 +1,200 @@
+"""kokoro_ext.build.passes.quantize and the choice it acts on (kokoro_ext.build.precision),
+by kernel: a native kernel call on chosen weight parameters becomes its int8 form, the
+int8 values and scales computed from the parameter by the kernel's quantizer.
+
+Rewrites are checked as TVM checks its passes: a module before, the module expected, and
+tvm.ir.assert_structural_equal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import tvm
+from tvm import relax
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from kokoro_ext.build.export import PackedLSTM
+from kokoro_ext.build.passes import quantize_weights
+from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
+from kokoro_ext.build.precision import LSTM_WEIGHTS, int8_weights, lossy_rows
+from kokoro_ext.run import native
+
+
+@pytest.fixture(scope="module", autouse=True)
+def native_library():
+    native.load()
+
+
+# -- lstm -> lstm_q8 ------------------------------------------------------------------------
+
+
+@I.ir_module
+class LstmBefore:
+    @R.function
+    def main(
+        x: R.Tensor((1, 9, 20), dtype="float32"),
+        lengths: R.Tensor((1,), dtype="int64"),
+        p_w_ih_first: R.Tensor((2, 64, 20), dtype="float32"),
+        p_w_ih_rest: R.Tensor((0, 2, 64, 32), dtype="float32"),
+        p_w_hh: R.Tensor((1, 2, 64, 16), dtype="float32"),
+        p_bias: R.Tensor((1, 2, 64), dtype="float32"),
+    ) -> R.Tensor((1, 9, 32), dtype="float32"):
+        R.func_attr({"num_input": 2})
+        with R.dataflow():
+            lv = R.full(R.shape([2, 1, 16]), R.const(0.0, "float32"), dtype="float32")
+            lv1 = R.call_dps_packed(
+                "kokoro_ext.lstm",
+                (R.shape([0]), x, lengths, lv, lv, p_w_ih_first, p_w_ih_rest, p_w_hh, p_bias),
+                out_ty=[
+                    R.Tensor((1, 9, 32), dtype="float32"),
+                    R.Tensor((2, 1, 16), dtype="float32"),
+                    R.Tensor((2, 1, 16), dtype="float32"),
+                ],
+            )
+            gv: R.Tensor((1, 9, 32), dtype="float32") = lv1[0]
+            R.output(gv)
+        return gv
+
+
+@I.ir_module
+class LstmExpected:
+    @R.function
+    def main(
+        x: R.Tensor((1, 9, 20), dtype="float32"),
+        lengths: R.Tensor((1,), dtype="int64"),
+        p_w_ih_first: R.Tensor((2, 64, 20), dtype="float32"),
+        p_w_ih_rest: R.Tensor((0, 2, 64, 32), dtype="float32"),
+        p_w_hh: R.Tensor((1, 2, 64, 16), dtype="float32"),
+        p_bias: R.Tensor((1, 2, 64), dtype="float32"),
+    ) -> R.Tensor((1, 9, 32), dtype="float32"):
+        R.func_attr({"num_input": 2})
+        with R.dataflow():
+            lv = R.full(R.shape([2, 1, 16]), R.const(0.0, "float32"), dtype="float32")
+            first = R.call_dps_packed(
+                "kokoro_ext.lstm_weights_q8",
+                (p_w_ih_first,),
+                out_ty=[R.Tensor((2, 64, 20), dtype="int8"), R.Tensor((2, 64), dtype="float32")],
+            )
+            rest = R.call_dps_packed(
+                "kokoro_ext.lstm_weights_q8",
+                (p_w_ih_rest,),
+                out_ty=[
+                    R.Tensor((0, 2, 64, 32), dtype="int8"),
+                    R.Tensor((0, 2, 64), dtype="float32"),
+                ],
+            )
+            hh = R.call_dps_packed(
+                "kokoro_ext.lstm_weights_q8",
+                (p_w_hh,),
+                out_ty=[
+                    R.Tensor((1, 2, 64, 16), dtype="int8"),
+                    R.Tensor((1, 2, 64), dtype="float32"),
+                ],
+            )
+            lv1 = R.call_dps_packed(
+                "kokoro_ext.lstm_q8",
+                (
+                    R.shape([0]), x, lengths, lv, lv,
+                    first[0], first[1], rest[0], rest[1], hh[0], hh[1],
+                    p_bias,
+                ),
+                out_ty=[
+                    R.Tensor((1, 9, 32), dtype="float32"),
+                    R.Tensor((2, 1, 16), dtype="float32"),
+                    R.Tensor((2, 1, 16), dtype="float32"),
+                ],
+            )
+            gv: R.Tensor((1, 9, 32), dtype="float32") = lv1[0]
+            R.output(gv)
+        return gv
+
+
+LSTM_PARAMS = ("p_w_ih_first", "p_w_ih_rest", "p_w_hh")
+
+
+def test_lstm_on_chosen_weights_becomes_lstm_q8():
+    after = quantize_weights(LSTM_PARAMS)(LstmBefore)
+    tvm.ir.assert_structural_equal(after, LstmExpected)
+
+
+@pytest.mark.parametrize("missing", LSTM_PARAMS)
+def test_lstm_keeps_float32_weights_unless_all_three_are_chosen(missing):
+    """lstm_q8 takes its three weights in int8: one left float32 keeps the call as it is."""
+    names = [n for n in LSTM_PARAMS if n != missing] + ["p_bias"]
+    after = quantize_weights(names)(LstmBefore)
+    tvm.ir.assert_structural_equal(after, LstmBefore)
+
+
+def _run_pipeline(mod, weights, names, inputs):
+    """``mod`` through the build's pipeline (``names`` stored as int8): main's outputs on
+    ``inputs``, with the weights its lifted transform makes of ``weights``."""
+    target = tvm.target.Target("llvm")
+    options = PipelineOptions(int8_weights=frozenset(names))
+    pipeline = get_default_pipeline(target, options)
+    executable = tvm.compile(mod, target=target, relax_pipeline=pipeline)
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    stored = vm["main_transform_params"]([tvm.runtime.tensor(w) for w in weights])
+    out = vm["main"](*[tvm.runtime.tensor(a) for a in inputs], *stored)
+    return [o.numpy() for o in out], [np.from_dlpack(w) for w in stored]
+
+
+def test_lstm_weights_on_a_grid_are_stored_int8_and_give_the_float32_outputs():
+    """A PackedLSTM whose weights lie on an int8 grid (a scale per direction, as the int8
+    checkpoint's do), compiled as a build compiles a stage: precision chooses its weights,
+    the transform stores them as int8, and the outputs are the float32 build's, bit for bit."""
+    from tvm.relax.frontend import detach_params
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from kokoro_ext.build.frontend import custom_convert_map
+
+    rng = np.random.default_rng(0)
+    module = PackedLSTM(20, 16, num_layers=2, bidirectional=True).eval()
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if name in LSTM_WEIGHTS:
+                steps = torch.tensor([0.011, 0.017]).view(2, 1, 1)  # per direction
+                p.copy_(torch.randint(-64, 65, p.shape) * steps)
+            else:
+                p.copy_(torch.randn(p.shape) * 0.1)
+    x = rng.standard_normal((2, 9, 20), dtype=np.float32)
+    lengths = np.array([9, 4], np.int64)
+    program = torch.export.export(module, (torch.from_numpy(x), torch.from_numpy(lengths)))
+    mod = from_exported_program(program, custom_convert_map=custom_convert_map("native"),
+                                keep_params_as_input=True)
+    names = [name for name, _ in program.named_parameters()]
+    relax_names = [v.name for v in mod["main"].params[-len(names):]]
+    mod, params = detach_params(mod)
+    weights = [w.numpy() for w in params["main"]]
+    chosen = int8_weights(zip(names, weights), "auto")
+    assert chosen == LSTM_WEIGHTS
+    int8 = [r for n, r in zip(names, relax_names) if n in chosen]
+    got, stored = _run_pipeline(mod, weights, int8, (x, lengths))
+    want, stored_f32 = _run_pipeline(mod, weights, [], (x, lengths))
+    assert sorted(str(w.dtype) for w in stored).count("int8") == 3
+    assert all(w.dtype == np.float32 for w in stored_f32)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_precision_knows_lstm_weights_by_packed_lstm_parameter_names():
+    names = {name for name, _ in PackedLSTM(4, 8, num_layers=2).named_parameters()}
+    assert names == LSTM_WEIGHTS | {"bias"}
+
+
+def test_lossy_rows_of_lstm_weights_are_per_gate_row():
+    """A scale per gate row of each direction: lossless as an LSTM's weight, though as a
+    conv1d filter (a row per first axis) the rows are not on one grid."""
+    rng = np.random.default_rng(1)
+    # multiples of the row's step, as a trained weight's: most near zero, a few to 127
+    w = np.clip(np.round(rng.standard_normal((2, 64, 96)) * 30), -127, 127).astype(np.float32)
+    w *= rng.random((2, 64, 1), dtype=np.float32) + 0.5
+    assert lossy_rows(w, lstm=True) == 0
+    assert lossy_rows(w) == 2
+    assert lossy_rows(np.zeros((0, 2, 64, 32), np.float32), lstm=True) == 0
+    assert lossy_rows(rng.standard_normal((1, 2, 64, 16), dtype=np.float32), lstm=True) == 128
+    named = [("lstm.w_ih_first", w), ("lstm.w_ih_rest", np.zeros((0, 2, 64, 32), np.float32)),
+             ("lstm.w_hh", rng.standard_normal((1, 2, 64, 16), dtype=np.float32))]
+    assert int8_weights(named, "auto") == {"lstm.w_ih_first", "lstm.w_ih_rest"}
+    assert int8_weights(named, "int8") == {"lstm.w_ih_first", "lstm.w_ih_rest", "lstm.w_hh"}
