@@ -44,6 +44,7 @@ def example_manifest(**changes) -> Manifest:
         cpu_features=("avx2", "fma"),
         lstm_backend="native",
         dense="native",
+        weight_dtype="auto",
         limits=Limits(tokens=512, frames=8192),
         geometry=Geometry(600, 120, 9),
         config_sha256="2" * 64,

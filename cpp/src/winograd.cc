@@ -44,7 +44,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 namespace kokoro_ext {
@@ -486,10 +491,98 @@ void Conv1dWinogradIfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
 }
 
 /*!
+ * \brief Winograd filters transformed from int8 taps, kept for the filters a process uses
+ *  again.  A filter is transformed into scratch on its first use and kept from its second
+ *  on, so a process that speaks once (the say command) holds none of them and one that
+ *  keeps speaking (a server) stops paying the transform, about a tenth of a short text's
+ *  time.  At most KOKORO_EXT_WINOGRAD_CACHE_MB (default 192; Kokoro-82M's generator
+ *  needs about 100) are kept, the least recently used going first; 0 keeps none.
+ *
+ *  A filter is known by its address, shape and scales: the weights are memory-mapped for
+ *  the life of their Synthesizer, and another mapping at the same address would hold
+ *  another checkpoint's weights, whose scales differ.
+ */
+class FilterCache {
+ public:
+  static FilterCache& Global() {
+    static FilterCache* cache = new FilterCache();  // never destroyed: used at exit
+    return *cache;
+  }
+
+  /*! \brief The transformed filter of (taps, scale): kept, or made in ``scratch``. */
+  const float* Get(const WinogradTransform& f, const int8_t* taps, const float* scale,
+                   int64_t C_out, int64_t C_in, int64_t K, float* scratch, size_t count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Key key{taps, C_out, C_in, K};
+    auto it = entries_.find(key);
+    const int64_t channels = PackedBlocks(C_out) * kPack;
+    if (it != entries_.end() && !std::equal(scale, scale + channels, it->second.scale.begin())) {
+      Drop(it);  // another filter at this address
+      it = entries_.end();
+    }
+    if (it != entries_.end() && !it->second.gw.empty()) {
+      recent_.splice(recent_.begin(), recent_, it->second.position);
+      return it->second.gw.data();
+    }
+    const bool keep = it != entries_.end() && count * sizeof(float) <= budget_;
+    float* gw = scratch;
+    if (keep) {
+      it->second.gw.resize(count);
+      gw = it->second.gw.data();
+      bytes_ += count * sizeof(float);
+      recent_.push_front(key);
+      it->second.position = recent_.begin();
+      while (bytes_ > budget_) Drop(entries_.find(recent_.back()));
+    } else if (it == entries_.end()) {
+      entries_[key].scale.assign(scale, scale + channels);  // seen once
+    }
+    FilterTransformQ8(f, taps, scale, gw, C_out, C_in, K);
+    return gw;
+  }
+
+  /*! \brief (bytes kept, filters kept). */
+  std::pair<int64_t, int64_t> Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {static_cast<int64_t>(bytes_), static_cast<int64_t>(recent_.size())};
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.clear();
+    recent_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  using Key = std::tuple<const int8_t*, int64_t, int64_t, int64_t>;
+  struct Entry {
+    std::vector<float> scale, gw;  // gw empty: seen once, not kept
+    std::list<Key>::iterator position;
+  };
+
+  FilterCache() {
+    const char* mb = std::getenv("KOKORO_EXT_WINOGRAD_CACHE_MB");
+    budget_ = (mb != nullptr ? std::strtoull(mb, nullptr, 10) : 192) << 20;
+  }
+
+  void Drop(std::map<Key, Entry>::iterator it) {
+    if (!it->second.gw.empty()) {
+      bytes_ -= it->second.gw.size() * sizeof(float);
+      recent_.erase(it->second.position);
+    }
+    entries_.erase(it);
+  }
+
+  std::mutex mu_;
+  std::map<Key, Entry> entries_;
+  std::list<Key> recent_;  // kept filters, most recently used first
+  size_t bytes_ = 0, budget_ = 0;
+};
+
+/*!
  * \brief conv1d_winograd_if_pays on an int8 filter packed as taps: Winograd where it pays,
- *  on the filter transformed at this call (FilterTransformQ8, into the calling thread's
- *  scratch: about 1/tiles of the products' work, and no transformed filter stored with
- *  the build), else the direct products on the taps dequantized block by block.
+ *  on the filter transformed from the taps (FilterCache: no transformed filter is stored
+ *  with the build), else the direct products on the taps dequantized block by block.
  */
 void Conv1dWinogradQ8IfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
                             tvm::ffi::TensorView taps, tvm::ffi::TensorView scale,
@@ -499,9 +592,10 @@ void Conv1dWinogradQ8IfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   if (WinogradPays(s.C_in, s.C_out, s.K, s.dilation, s.T_out)) {
     const WinogradTransform& f = TransformFor(s.K);
     const std::vector<int64_t> shape = FilterShape(s.C_out, s.C_in, s.K);
-    float* gw = Workspace<5>(shape[0] * shape[1] * shape[2] * shape[3]);
-    FilterTransformQ8(f, DataPtr<const int8_t>(taps), DataPtr<const float>(scale), gw, s.C_out,
-                      s.C_in, s.K);
+    const size_t count = shape[0] * shape[1] * shape[2] * shape[3];
+    const float* gw = FilterCache::Global().Get(f, DataPtr<const int8_t>(taps),
+                                                DataPtr<const float>(scale), s.C_out, s.C_in,
+                                                s.K, Workspace<5>(count), count);
     Conv1dWinograd(f, DataPtr<const float>(x), gw, DataPtr<const float>(bias),
                    DataPtr<float>(out), s.B, s.C_in, s.T_in, s.C_out, s.K, s.pad, s.dilation,
                    s.T_out);
@@ -525,7 +619,13 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("kokoro_ext.winograd_filter", WinogradFilter)
       .def("kokoro_ext.conv1d_winograd", Conv1dWinogradPacked)
       .def("kokoro_ext.conv1d_winograd_if_pays", Conv1dWinogradIfPays)
-      .def("kokoro_ext.conv1d_winograd_q8_if_pays", Conv1dWinogradQ8IfPays);
+      .def("kokoro_ext.conv1d_winograd_q8_if_pays", Conv1dWinogradQ8IfPays)
+      .def("kokoro_ext.winograd_cache_stats",
+           []() {
+             const auto [bytes, filters] = FilterCache::Global().Stats();
+             return tvm::ffi::Shape({bytes, filters});
+           })
+      .def("kokoro_ext.winograd_cache_clear", []() { FilterCache::Global().Clear(); });
 }
 
 }  // namespace kokoro_ext

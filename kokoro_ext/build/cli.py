@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kokoro_ext.build.driver import DEFAULT_OUT, BuildOptions, build
 from kokoro_ext.build.frontend import LSTM_BACKENDS
+from kokoro_ext.build.precision import WEIGHT_DTYPES
 from kokoro_ext.run.cache import DEFAULT_VOICE
 
 
@@ -83,6 +84,15 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
         choices=("native", "tvm"),
         default="native",
         help="conv1d/addmm on the native BLAS kernels (default) or TVM's own lowering",
+    )
+    parser.add_argument(
+        "--weight-dtype",
+        choices=WEIGHT_DTYPES,
+        default="auto",
+        help="weights stored as int8 with a scale per output channel, dequantized where the "
+        "kernels read them: auto (default) those on an int8 grid, lossless (all of the int8 "
+        "checkpoint's quantized weights, none of a float32 one); int8 every convolution and "
+        "linear weight (lossy off a grid); float32 none",
     )
     return BuildOptions(**vars(parser.parse_args(argv)))
 

@@ -39,6 +39,7 @@ from torch import nn
 import kokoro_ext
 from kokoro_ext.build import environment
 from kokoro_ext.build.compiler import compile_stage, transform_weights
+from kokoro_ext.build.precision import WeightDtype
 from kokoro_ext.build.frontend import LstmBackend
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice, resolve_voice
 from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES, Geometry
@@ -69,6 +70,7 @@ class BuildOptions:
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
     lstm_backend: LstmBackend = "native"
     dense: Literal["native", "tvm"] = "native"
+    weight_dtype: WeightDtype = "auto"  # which weights are stored as int8 (build.precision)
 
 
 def resolve_weights(options: BuildOptions) -> Path | None:
@@ -144,6 +146,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 target=target,
                 cpu_features=tuple(sorted(instruction_features(target_features(target)))),
                 lstm_backend=options.lstm_backend,
+                weight_dtype=options.weight_dtype,
                 dense=options.dense,
                 limits=Limits(tokens=MAX_TOKENS, frames=MAX_FRAMES),
                 geometry=Geometry.from_model(model),
@@ -281,6 +284,7 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
         parse_target(options.target),
         options.lstm_backend,
         native_dense=options.dense == "native",
+        weight_dtype=options.weight_dtype,
     )
     file = artifacts.stage_file(name)
     path = staging / file

@@ -23,7 +23,7 @@ from kokoro_ext.run.weights import WeightEntry
 
 #: Version of what a build's files mean: the manifest's schema, the stage signatures, the
 #: weights layout and what the stage libraries need of the native library.
-FORMAT = 7
+FORMAT = 8
 REBUILD = "rebuild the artifacts"
 
 #: One entry of a symbolic shape: a fixed size, or an axis name or expression of one.
@@ -206,6 +206,8 @@ class Manifest:
     cpu_features: tuple[str, ...]
     lstm_backend: str
     dense: str
+    #: which weights are stored as int8 (kokoro_ext.build.precision: auto, int8, float32)
+    weight_dtype: str
     limits: Limits
     geometry: Geometry
     config_sha256: str
@@ -226,6 +228,7 @@ class Manifest:
             "cpu_features": list(self.cpu_features),
             "lstm_backend": self.lstm_backend,
             "dense": self.dense,
+            "weight_dtype": self.weight_dtype,
             "limits": self.limits.to_json(),
             "geometry": dict(self.geometry.__dict__),
             "config_sha256": self.config_sha256,
@@ -254,6 +257,7 @@ class Manifest:
             cpu_features=fields.sequence("cpu_features", _str),
             lstm_backend=fields.string("lstm_backend"),
             dense=fields.string("dense"),
+            weight_dtype=fields.string("weight_dtype"),
             limits=fields.get("limits", Limits.from_json),
             geometry=fields.get("geometry", _geometry),
             config_sha256=fields.string("config_sha256"),

@@ -35,11 +35,39 @@
 namespace kokoro_ext {
 
 /*!
+ * \brief A step near ``s`` with which float(round(w_i / s)) * step is every w_i of a row
+ *  exactly, tried among w_i / n_i and their neighbouring floats (v / n rounds); 0 if none.
+ */
+inline float ExactStep(const float* w, int64_t n, int64_t stride, float s) {
+  auto exact = [&](float step) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = w[i * stride];
+      if (std::nearbyint(v / s) * step != v) return false;
+    }
+    return true;
+  };
+  if (exact(s)) return s;
+  int tries = 0;
+  for (int64_t i = 0; i < n && tries < 16; ++i) {
+    const float v = std::abs(w[i * stride]);
+    if (v == 0.f) continue;
+    ++tries;
+    float step = v / std::nearbyint(v / s);
+    for (int ulp = 0; ulp < 2; ++ulp) step = std::nextafter(step, 0.f);
+    for (int ulp = 0; ulp < 5; ++ulp, step = std::nextafter(step, 2 * step)) {
+      if (exact(step)) return step;
+    }
+  }
+  return 0.f;
+}
+
+/*!
  * \brief The grid step of values that are integer multiples n s of one step, -128 <= n <=
  *  127, up to a relative 1e-3 of s; 0 if they are not.  Tried: ``hint`` (the step of the
- *  whole tensor, for per-tensor scales), then the smallest nonzero |w| divided by 1 to 8
+ *  whole tensor, for per-tensor scales), then the smallest nonzero |w| divided by 1 to 127
  *  (a row of an int8 grid nearly always holds some n = +-1, and then the step is exactly
- *  that value, so float(n) * s gives back w bit for bit).
+ *  that value).  A step with which float(n) * s gives back every w bit for bit
+ *  (ExactStep) is preferred to one that only fits.
  */
 inline float GridStep(const float* w, int64_t n, int64_t stride, float hint) {
   auto fits = [&](float s) {
@@ -51,16 +79,25 @@ inline float GridStep(const float* w, int64_t n, int64_t stride, float hint) {
     }
     return true;
   };
-  if (fits(hint)) return hint;
+  float fitting = 0.f;
+  if (fits(hint)) {
+    const float exact = ExactStep(w, n, stride, hint);
+    if (exact > 0.f) return exact;
+    fitting = hint;
+  }
   float smallest = 0.f;
   for (int64_t i = 0; i < n; ++i) {
     const float a = std::abs(w[i * stride]);
     if (a > 0.f && (smallest == 0.f || a < smallest)) smallest = a;
   }
-  for (int k = 1; k <= 8 && smallest > 0.f; ++k) {
-    if (fits(smallest / k)) return smallest / k;
+  // The smallest |n| of a row is at most 127; off a grid, fits() fails at once.
+  for (int k = 1; k <= 127 && smallest > 0.f; ++k) {
+    if (!fits(smallest / k)) continue;
+    const float exact = ExactStep(w, n, stride, smallest / k);
+    if (exact > 0.f) return exact;
+    if (fitting == 0.f) fitting = smallest / k;
   }
-  return 0.f;
+  return fitting;
 }
 
 /*!

@@ -1,0 +1,84 @@
+"""A build of a checkpoint whose weights lie on int8 grids (as Kokoro-82M v1.0 int8's do)
+stores them as int8 (``--weight-dtype auto``) and computes exactly what its float32 build
+computes: every stage's outputs equal, bit for bit, in a quarter of the weight bytes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from kokoro_ext import Synthesizer
+from kokoro_ext.build.cli import parse_args
+from kokoro_ext.build.driver import build
+from kokoro_ext.build.model import build_model, small_config
+from kokoro_ext.run import artifacts
+
+PARTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
+
+
+def _on_int8_grids(model: torch.nn.Module) -> None:
+    """Every float weight of 2 to 4 dims put on an int8 grid with a step per leading row
+    (per output channel), as an int8 checkpoint holds them; folded weight norms exact."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim < 2 or name.endswith("weight_g"):
+                continue
+            rows = p.reshape(p.shape[0], -1)
+            step = rows.abs().amax(dim=1).clamp_min(1e-12) / 127
+            snapped = torch.round(rows / step[:, None]) * step[:, None]
+            p.copy_(snapped.reshape(p.shape))
+        for module in model.modules():
+            if hasattr(module, "weight_g") and hasattr(module, "weight_v"):
+                ones = torch.ones_like(module.weight_g)
+                _, norm = torch._weight_norm_interface(module.weight_v, ones, 0)
+                module.weight_g.copy_(norm.reshape(module.weight_g.shape))
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("int8")
+    config = root / "small.json"
+    config.write_text(json.dumps(small_config(), ensure_ascii=False))
+    model = build_model(small_config(), seed=3)
+    _on_int8_grids(model)
+    checkpoint = root / "grid.pth"
+    torch.save({part: getattr(model, part).state_dict() for part in PARTS}, checkpoint)
+    voice = root / "voice.npy"
+    np.save(voice, np.random.default_rng(0).standard_normal((510, 1, 256)).astype(np.float32) * 0.1)
+    out = {}
+    for dtype in ("auto", "float32"):
+        options = parse_args(["--config", str(config), "--weights", str(checkpoint), "--voice",
+                              str(voice), "--weight-dtype", dtype, "--out", str(root / dtype)])
+        out[dtype] = build(options, log=lambda line: None)
+    return out
+
+
+def _weight_dtypes(directory) -> dict[str, int]:
+    manifest = artifacts.read_manifest(directory)
+    counts: dict[str, int] = {}
+    for entry in manifest.stages.values():
+        for tensor in entry.weights.tensors:
+            counts[tensor.dtype] = counts.get(tensor.dtype, 0) + tensor.nbytes
+    return counts
+
+
+def test_the_weights_on_a_grid_are_stored_as_int8(builds):
+    assert artifacts.read_manifest(builds["auto"]).weight_dtype == "auto"
+    assert artifacts.read_manifest(builds["float32"]).weight_dtype == "float32"
+    auto, f32 = _weight_dtypes(builds["auto"]), _weight_dtypes(builds["float32"])
+    assert "int8" not in f32
+    assert auto["int8"] > 0.75 * sum(auto.values())
+    assert sum(auto.values()) < 0.4 * sum(f32.values())
+
+
+def test_the_int8_build_computes_what_the_float32_build_computes(builds):
+    text = "The quick brown fox jumps over the lazy dog."
+    chunks = {d: list(Synthesizer(path).stream(text, seed=0)) for d, path in builds.items()}
+    assert len(chunks["auto"]) == len(chunks["float32"]) >= 1
+    for a, b in zip(chunks["auto"], chunks["float32"]):
+        for stage, outputs in b.trace.stages.items():
+            for name, value in outputs.items():
+                np.testing.assert_array_equal(a.trace.stages[stage][name], value, err_msg=f"{stage}.{name}")
