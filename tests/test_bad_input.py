@@ -65,15 +65,15 @@ def test_odd_but_english_input_gives_finite_audio(synth, text):
     assert audio.dtype == np.float32 and audio.size > 0 and np.isfinite(audio).all()
 
 
-@pytest.mark.parametrize("speed", [float("nan"), 0.49, 2.01, float("inf"), "fast", None])
+@pytest.mark.parametrize("speed", [float("nan"), 0.249, 4.01, float("inf"), "fast", None, 10**400])
 def test_speed_outside_the_range_is_refused(synth, speed):
-    with pytest.raises(ValueError, match=r"speed must be in \[0.5, 2.0\]"):
+    with pytest.raises(ValueError, match=r"speed must be in \[0.25, 4.0\]"):
         synth.synthesize_phonemes(PHONEMES, speed=speed)
-    with pytest.raises(ValueError, match=r"speed must be in \[0.5, 2.0\]"):
+    with pytest.raises(ValueError, match=r"speed must be in \[0.25, 4.0\]"):
         synth.stream("Hi.", speed=speed)
 
 
-@pytest.mark.parametrize("speed", [0.5, 2.0])
+@pytest.mark.parametrize("speed", [0.25, 4.0])
 def test_speed_at_the_ends_of_the_range_works(synth, speed):
     audio = synth.synthesize("Hi there.", speed=speed)  # chunked: slow speech is long
     assert audio.size and np.isfinite(audio).all()

@@ -1,5 +1,5 @@
-"""Voice packs from .bin (kokoro-js), .npy and .pt files and by name; the cache; fetch's
-checks.  Offline: the voices are made here, in a cache directory of the test's own."""
+"""Voice packs from .bin (kokoro-js), .npy and .pt files, by name and blended; the cache;
+fetch's checks.  Offline: the voices are made here, in a cache directory of the test's own."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from kokoro_ext.run import cache
 from kokoro_ext.build.cli import parse_args
 from kokoro_ext.build.driver import resolve_sources
 from kokoro_ext.build.model import VOICE_SHAPE, list_voices, load_voice, load_voice_array, resolve_voice
-from kokoro_ext.run.errors import BadInput, UnknownVoice
-from kokoro_ext.run.voices import VoiceDirectory
+from kokoro_ext.run.errors import BadBlend, BadInput, UnknownVoice
+from kokoro_ext.run.voices import VoiceDirectory, parse_blend, voice_language
 from kokoro_ext.run.say import main as say_main
 
 
@@ -185,3 +185,139 @@ def test_the_pinned_voices_are_the_54_of_kokoro_v1():
     pins = fetch.voice_pins()
     assert len(pins["voices"]) == 54 and "af_heart" in pins["voices"]
     assert all(len(digest) == 64 for digest in pins["voices"].values())
+
+
+# --- blends ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def blendable(voices):
+    """The cache's voices and three more American ones: af_two (.npy), af_three (.pt),
+    am_four (.bin)."""
+    np.save(voices / "af_two.npy", _pack(12))
+    torch.save(torch.from_numpy(_pack(13)), voices / "af_three.pt")
+    _pack(14).astype("<f4").tofile(voices / "am_four.bin")
+    return voices
+
+
+def _mean(*weighted: tuple[int, float]) -> np.ndarray:
+    packs = np.stack([_pack(seed).astype(np.float64) for seed, _ in weighted])
+    return np.average(packs, axis=0, weights=[w for _, w in weighted]).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "spec, weighted",
+    [
+        ("af_test+af_two", [(1, 1), (12, 1)]),
+        ("af_test(2)+af_two(1)", [(1, 2), (12, 1)]),
+        ("af_test(0.2)+af_two(0.8)", [(1, 0.2), (12, 0.8)]),
+        (" af_test ( 3 ) + af_three+am_four(1.5) ", [(1, 3), (13, 1), (14, 1.5)]),
+        ("af_test(1e-3)+af_two(2e-3)", [(1, 1), (12, 2)]),  # only the ratio counts
+        ("af_two+af_two(3)", [(12, 1)]),  # a voice twice: its weights add up
+        ("af_test(5)", [(1, 1)]),  # one voice with a weight: that voice
+    ],
+)
+def test_a_blend_is_the_weighted_mean_of_its_packs(blendable, spec, weighted):
+    want = _mean(*weighted)
+    for got in (load_voice_array(spec), VoiceDirectory(blendable).load(spec)):
+        assert got.dtype == np.float32 and got.shape == VOICE_SHAPE
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_blend_of_one_voice_is_that_voice_bit_for_bit(blendable):
+    assert np.array_equal(load_voice_array("af_two(2)"), _pack(12))
+    assert np.array_equal(VoiceDirectory(blendable).load("af_two"), _pack(12))
+
+
+def test_a_blend_takes_aliases_in_a_voice_directory(blendable):
+    directory = VoiceDirectory(blendable, aliases={"alloy": "af_two"})
+    voice = directory.voice("alloy(2)+af_test")
+    np.testing.assert_allclose(voice.pack, _mean((12, 2), (1, 1)), rtol=1e-6, atol=1e-6)
+    assert voice.name == "af_two(0.6667)+af_test(0.3333)" and voice.language == "a"
+    assert directory.blend("af_test+af_two").parts == (("af_test", 0.5), ("af_two", 0.5))
+
+
+def test_parse_blend_normalizes_the_weights():
+    blend = parse_blend("af_a(2)+af_b(1)+af_c(1)")
+    assert [name for name, _ in blend.parts] == ["af_a", "af_b", "af_c"]
+    assert [w for _, w in blend.parts] == pytest.approx([0.5, 0.25, 0.25])
+    assert parse_blend("af_a(1e300)+af_b(1e300)").parts == (("af_a", 0.5), ("af_b", 0.5))
+    assert parse_blend("af_a").parts == (("af_a", 1.0),)
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("af_test+", "empty part"),
+        ("+af_test", "empty part"),
+        ("af_test++af_two", "empty part"),
+        ("af_test+ +af_two", "empty part"),
+        ("(2)+af_test", r"cannot read the part '\(2\)'"),
+        ("af_test(2", r"cannot read the part 'af_test\(2'"),
+        ("af_test(2)x+af_two", r"cannot read the part 'af_test\(2\)x'"),
+        ("af_test((2))+af_two", "cannot read the part"),
+        ("af_test(0)+af_two", "weight of 'af_test' .* must be a positive number, got '0'"),
+        ("af_test(-1)+af_two", "got '-1'"),
+        ("af_test(nan)+af_two", "got 'nan'"),
+        ("af_test(inf)+af_two", "got 'inf'"),
+        ("af_test(1e999)+af_two", "got '1e999'"),
+        ("af_test(two)+af_two", "got 'two'"),
+        ("af_test()+af_two", "got ''"),
+        ("af_test-af_two", "subtracting a voice"),
+        ("af_test(2)-af_two", "subtracting a voice"),
+        ("+".join(["af_test"] * 17), "17 voices; at most 16"),
+    ],
+)
+def test_a_blend_that_cannot_be_made_says_why(blendable, spec, words):
+    for load in (load_voice_array, VoiceDirectory(blendable).load):
+        with pytest.raises(BadBlend, match=words) as caught:
+            load(spec)
+        assert caught.value.param == "voice" and isinstance(caught.value, BadInput)
+
+
+def test_a_blend_names_the_voice_that_is_not_there(blendable):
+    with pytest.raises(UnknownVoice, match=r"no voice 'af_nobody' in .*af_test.*\(in the voice blend 'af_test\+af_nobody'\)"):
+        load_voice_array("af_test+af_nobody")
+    directory = VoiceDirectory(blendable)
+    with pytest.raises(UnknownVoice, match=r"unknown voice 'af_nobody'; one of af_test.* \(in the voice blend"):
+        directory.load("af_test+af_nobody")
+    # a blend names voices, never files
+    for spec in ("af_test+../outside", f"af_test+{blendable / 'af_two.npy'}"):
+        with pytest.raises(UnknownVoice):
+            load_voice_array(spec)
+        with pytest.raises(UnknownVoice):
+            directory.load(spec)
+
+
+@pytest.mark.parametrize(
+    "spec, first, second",
+    [
+        ("af_test+bm_test", "af_test is American English", "bm_test is British English"),
+        ("zf_test(2)+af_test", "zf_test is Mandarin Chinese", "af_test is American English"),
+        ("af_test+af_two+bm_test", "af_test is American English", "bm_test is British English"),
+    ],
+)
+def test_a_blend_of_two_languages_is_refused_naming_both(blendable, spec, first, second):
+    for load in (load_voice_array, VoiceDirectory(blendable).load):
+        with pytest.raises(BadBlend, match="mixes languages") as caught:
+            load(spec)
+        assert first in str(caught.value) and second in str(caught.value)
+
+
+def test_a_blends_language_is_that_of_its_voices(blendable):
+    assert voice_language("bf_a(2)+bm_b") == "b"
+    assert voice_language("ef_a+em_b") == "e"
+    assert voice_language("af_test") == "a" and voice_language(blendable / "zf_test.pt") == "z"
+    assert voice_language(np.zeros(VOICE_SHAPE)) is None
+    with pytest.raises(BadBlend, match="mixes languages"):
+        voice_language("af_a+jf_b")
+    # a pack of no Kokoro language (a custom name) blends with any, and implies none
+    _pack(15).astype("<f4").tofile(blendable / "xx_custom.bin")
+    assert VoiceDirectory(blendable).voice("xx_custom+bm_test").language == "b"
+    assert VoiceDirectory(blendable).voice("xx_custom").language is None
+
+
+def test_a_file_whose_name_looks_like_a_blend_is_that_file(tmp_path):
+    path = tmp_path / "af_a+af_b.npy"
+    np.save(path, _pack(16))
+    assert np.array_equal(load_voice_array(str(path)), _pack(16))

@@ -1,10 +1,10 @@
 """Errors that blame the caller's input, as distinct from a broken build or a bug.
 
 The run side raises these where what it was asked for cannot be done whatever the build
-(a speed out of range, a voice that is not there, text with nothing to say); a caller
-such as kokoro_ext.serve answers them as the client's mistake (4xx naming ``param``) and
-everything else as its own (5xx).  They are ValueErrors, so code that catches ValueError
-keeps working.
+(a speed out of range, a voice that is not there or a blend that cannot be made, text
+with nothing to say); a caller such as kokoro_ext.serve answers them as the client's
+mistake (4xx naming ``param``) and everything else as its own (5xx).  They are
+ValueErrors, so code that catches ValueError keeps working.
 """
 
 from __future__ import annotations
@@ -24,6 +24,13 @@ class BadSpeed(BadInput):
 
 class UnknownVoice(BadInput):
     """A voice name or file that is not there."""
+
+    param = "voice"
+
+
+class BadBlend(BadInput):
+    """A voice blend (``af_bella(2)+af_sky``) that cannot be made: its syntax, a weight
+    that is not a positive number, or voices of different languages."""
 
     param = "voice"
 

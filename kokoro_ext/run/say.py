@@ -1,8 +1,8 @@
 """``python -m kokoro_ext.say "Hello world" -o hello.wav [--voice NAME] [--speed S] [--stream]``.
 
 ``--voice`` takes any of the 54 Kokoro v1.0 voices by name (``--list-voices``; they are
-fetched once into the cache by ``python -m kokoro_ext.build.fetch``, not copied into builds) or
-a voice pack file.
+fetched once into the cache by ``python -m kokoro_ext.build.fetch``, not copied into builds),
+a blend of them (``af_bella(2)+af_sky(1)``: kokoro_ext.run.voices) or a voice pack file.
 
 Text comes from the argument, from a file (``-f FILE``) or from stdin (text ``-``), and
 may be a whole document: it is synthesized in chunks (Synthesizer.stream).  With
@@ -50,8 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts"))
     parser.add_argument(
         "--voice",
-        help="a voice name (af_heart, am_michael, ...: see --list-voices) or a voice pack "
-        "file .bin/.npy/.pt (default: the build's voice)",
+        help="a voice name (af_heart, am_michael, ...: see --list-voices), a blend of voices "
+        "of one language (af_bella+af_sky, af_bella(2)+af_sky(1): weights normalized) or a "
+        "voice pack file .bin/.npy/.pt (default: the build's voice)",
     )
     parser.add_argument(
         "--list-voices", action="store_true", help="list the voices `--voice NAME` takes and exit"
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the text's language ({LANGUAGES}; default: the voice's first letter, else a); "
         "SSML when the text starts with <speak>",
     )
-    parser.add_argument("--speed", type=float, default=1.0)
+    parser.add_argument("--speed", type=float, default=1.0, help="0.25 to 4 (default: 1)")
     parser.add_argument(
         "--seed", type=int, default=0, help="noise seed of the first chunk (chunk i: seed + i)"
     )

@@ -18,20 +18,24 @@ from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.run.runner import NamedStage, StageRunner, load_library
-from kokoro_ext.run.voices import check_voice_pack, load_voice_array
+from kokoro_ext.run.voices import NamedVoice, check_voice_pack, load_voice_array, voice_language
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import load_weights
 from kokoro_ext.text import Piece, phonemes_to_ids
 from kokoro_ext.text.chunking import Break, pack_evenly, pause_after, split_in_two
 from kokoro_ext.text.frontend import FrontEnd, resolve_language
 
-SPEED_RANGE = (0.5, 2.0)
+# OpenAI's range.  Durations are divided by the speed and rounded, at least a frame per
+# token (pipeline.synthesize_ids): at 4 short tokens stay one frame, so speech gains less
+# than 4x; at 0.25 a chunk needs 4x the frames, and one over the limit is halved (stream).
+SPEED_RANGE = (0.25, 4.0)
 #: Vocab symbols that are pauses and intonation, not sounds: a chunk of only these is skipped.
 SILENT_SYMBOLS = frozenset(" ;:,.!?¡¿—…\"«»“”()→↓↗↘")
 
-#: A voice: a file or name, an array [510, 1, 256] (or anything np.asarray takes: a CPU
-#: torch tensor), or None for the build's voice.
-Voice = str | Path | np.ndarray | None
+#: A voice: a file, name or blend of names (``af_bella(2)+af_sky``: kokoro_ext.run.voices),
+#: a NamedVoice, an array [510, 1, 256] (or anything np.asarray takes: a CPU torch
+#: tensor), or None for the build's voice.
+Voice = str | Path | NamedVoice | np.ndarray | None
 #: Most phonemes per chunk (``Synthesizer.stream``): a number, a function of the chunk's
 #: index, or None for the build's limit.
 ChunkLimit = int | Callable[[int], int] | None
@@ -64,7 +68,7 @@ def check_speed(speed: float) -> None:
     """ValueError unless ``speed`` is a number in SPEED_RANGE (NaN is not)."""
     try:
         value = float(speed)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float's range
         value = math.nan
     if not SPEED_RANGE[0] <= value <= SPEED_RANGE[1]:
         raise BadSpeed(f"speed must be in [{SPEED_RANGE[0]}, {SPEED_RANGE[1]}], got {speed!r}")
@@ -153,7 +157,8 @@ class Synthesizer:
             self._stage(name)
 
     def _g2p(self, voice: Voice = None) -> FrontEnd:
-        code = resolve_language(self.lang, voice).code
+        # a blend's or NamedVoice's language is that of its voices' names
+        code = resolve_language(self.lang or voice_language(voice), voice).code
         return self._front_ends.setdefault(code, FrontEnd(code))  # kokoro_ext.text.frontend
 
     def phonemize(self, text: str, voice: Voice = None) -> str:
@@ -297,8 +302,8 @@ class Synthesizer:
         """Kokoro phonemes (one chunk) -> Trace (audio, durations and stage outputs).
 
         ``voice``: a voice pack file (.bin, .npy or .pt), the name of a fetched voice
-        (``af_heart``: kokoro_ext.run.voices) or an array [510, 1, 256]; the build's
-        voice by default.  ``seed`` fixes the harmonic source noise (kokoro's draws after
+        (``af_heart``: kokoro_ext.run.voices), a blend of them (``af_bella(2)+af_sky``),
+        a NamedVoice or an array [510, 1, 256]; the build's voice by default.  ``seed`` fixes the harmonic source noise (kokoro's draws after
         manual_seed(seed)).  Raises LengthOverflow (a ValueError) if the phonemes do not
         fit the limits; ``stream`` splits such input instead.
         """
@@ -308,9 +313,12 @@ class Synthesizer:
     def _voice_pack(self, voice: Voice) -> np.ndarray:
         if voice is None:
             return self.voice
+        if isinstance(voice, NamedVoice):
+            return voice.pack
         if not isinstance(voice, (str, Path)):
             return check_voice_pack(np.asarray(voice), "voice array")
-        # a file (.bin, .npy, .pt) or the name of a fetched voice (af_heart), checked alike
+        # a file (.bin, .npy, .pt), the name of a fetched voice (af_heart) or a blend of
+        # names (af_bella+af_sky), checked alike
         return load_voice_array(voice)
 
     def _run(self, phonemes: str, voice: np.ndarray, speed: float, seed: int) -> Trace:

@@ -6,27 +6,43 @@ A voice is given as a file or by name:
 * ``.npy``: a numpy array of that shape (what a build stores as its default voice);
 * ``.pt``: a torch tensor (kokoro's ``voices/*.pt``);
 * a name such as ``af_heart``: ``<name>.bin`` (or ``.npy``/``.pt``) in the voices
-  directory that ``python -m kokoro_ext.build.fetch`` fills (kokoro_ext.run.cache.voices_dir()).
+  directory that ``python -m kokoro_ext.build.fetch`` fills (kokoro_ext.run.cache.voices_dir());
+* a blend of names: ``af_bella+af_sky`` (equal weights) or ``af_bella(2)+af_sky(1)``
+  (Kokoro-FastAPI's syntax, which its clients send), the weighted mean of the packs with
+  the weights normalized to sum to 1 (``parse_blend``).  The voices of a blend must be of
+  one language (a name's first letter, kokoro_ext.text.languages): the language picks
+  the G2P that reads the text, and a text is read once.
 
 Loading needs numpy (and torch only for ``.pt``); not the compiler.  A voice that is not
-there raises UnknownVoice (kokoro_ext.run.errors: the caller's mistake); a file that is
-there but is no voice pack (wrong size or shape, NaN or Inf) a plain ValueError.
+there raises UnknownVoice (kokoro_ext.run.errors: the caller's mistake), a blend that
+cannot be made BadBlend; a file that is there but is no voice pack (wrong size or shape,
+NaN or Inf) a plain ValueError.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from kokoro_ext.run import cache
-from kokoro_ext.run.errors import UnknownVoice
+from kokoro_ext.run.errors import BadBlend, UnknownVoice
 
 VOICE_SHAPE = (510, 1, 256)
 SUFFIXES = (".bin", ".npy", ".pt")
+#: Most voices in one blend: a client's blend is read and mixed on the server's event loop.
+MAX_BLEND = 16
 _NAME = re.compile(r"^[a-z]{2}_[a-z0-9]+$")
+# one part of a blend: a name, then optionally a weight in parentheses
+_PART = re.compile(r"(?P<name>[^()+]*?)\s*(?:\((?P<weight>[^()]*)\))?")
+# a spec that starts as a blend does (af_bella(2)..., af_bella-af_sky) rather than a path
+_BLEND_START = re.compile(r"\s*[a-z]{2}_[a-z0-9]+\s*[(-]")
+# Kokoro-FastAPI's a-b (a voice or weight, minus a voice)
+_SUBTRACT = re.compile(r"(?:[a-z]{2}_[a-z0-9]+|\))\s*-\s*[a-z]{2}_[a-z0-9]+")
 
 
 def list_voices(directory: str | Path | None = None) -> list[str]:
@@ -96,12 +112,171 @@ def _read(path: Path) -> np.ndarray:
 
 
 def load_voice_array(spec: str | Path, directory: str | Path | None = None) -> np.ndarray:
-    """A voice pack as float32 [510, 1, 256], from a file or by name (see the module doc).
+    """A voice pack as float32 [510, 1, 256], from a file, by name or a blend of names
+    (see the module doc; a file whose name looks like a blend is still that file).
 
-    Raises UnknownVoice (a ValueError) for a missing file or name, and ValueError naming
-    the file for an unreadable one, a wrong shape or NaN/Inf values.
+    Raises UnknownVoice (a ValueError) for a missing file or name, BadBlend for a blend
+    that cannot be made, and ValueError naming the file for an unreadable one, a wrong
+    shape or NaN/Inf values.
     """
-    return load_voice_file(resolve_voice(spec, directory))
+    if not (is_blend(spec) and not Path(spec).is_file()):
+        return load_voice_file(resolve_voice(spec, directory))
+    directory = Path(directory) if directory is not None else cache.voices_dir()
+
+    def resolve(name: str) -> str:
+        if not is_voice_name(name):  # never a path: a blend names voices
+            raise UnknownVoice(f"{name!r} is not a voice name such as af_heart")
+        resolve_voice(name, directory)  # UnknownVoice listing the voices there
+        return name
+
+    blend = parse_blend(spec, resolve)
+    return mix(blend, lambda name: load_voice_file(resolve_voice(name, directory)))
+
+
+def is_blend(spec: object) -> bool:
+    """Whether ``spec`` is written as a blend (it has a ``+``, or starts with a voice name
+    and a weight or a ``-``) rather than as one name or a path."""
+    return isinstance(spec, str) and ("+" in spec or bool(_BLEND_START.match(spec)))
+
+
+@dataclass(frozen=True)
+class Blend:
+    """Voices by name with weights that sum to 1; a single voice has weight 1."""
+
+    parts: tuple[tuple[str, float], ...]
+
+    @property
+    def name(self) -> str:
+        """The voice's name, or the blend written with its normalized weights."""
+        if len(self.parts) == 1:
+            return self.parts[0][0]
+        return "+".join(f"{name}({weight:.4g})" for name, weight in self.parts)
+
+    @property
+    def language(self) -> str | None:
+        """The language code the names imply (parse_blend refuses a mix), or None."""
+        return next(filter(None, (_language(name) for name, _ in self.parts)), None)
+
+
+def parse_blend(spec: str, resolve: Callable[[str], str] = lambda name: name) -> Blend:
+    """The Blend ``spec`` writes: ``name``, ``a+b`` (equal weights) or ``a(2)+b(1)``, spaces
+    around parts and weights allowed; the weights are normalized to sum to 1.
+
+    ``resolve`` maps each name to the voice it stands for (raising UnknownVoice if none).
+    BadBlend for an empty part or one that is not ``name`` or ``name(weight)``, a weight
+    that is not a positive finite number, a ``-`` (Kokoro-FastAPI subtracts a voice so:
+    not a mean of voices), more than MAX_BLEND voices, or voices of different languages.
+    """
+    pieces = spec.split("+")
+    if len(pieces) > MAX_BLEND:
+        raise BadBlend(f"voice blend {_show(spec)} has {len(pieces)} voices; at most {MAX_BLEND}")
+    found: list[tuple[str, float]] = []
+    for piece in pieces:
+        if _SUBTRACT.search(piece):
+            raise BadBlend(
+                f"voice {_show(spec)}: subtracting a voice (a-b) is not supported; a blend "
+                "is a weighted mean: af_bella(2)+af_sky(1)"
+            )
+        match = _PART.fullmatch(piece.strip())
+        if match is None or not match["name"]:
+            what = "an empty part" if not piece.strip() else f"the part {_show(piece.strip())}"
+            raise BadBlend(
+                f"cannot read {what} of voice blend {_show(spec)}: write voices as "
+                "af_bella+af_sky or with weights as af_bella(2)+af_sky(1)"
+            )
+        name, weight = match["name"], _weight(match["weight"], match["name"], spec)
+        try:
+            found.append((resolve(name), weight))
+        except UnknownVoice as error:
+            if len(pieces) == 1:
+                raise
+            raise UnknownVoice(f"{error} (in the voice blend {_show(spec)})") from None
+    top = max(weight for _, weight in found)  # scaled by the largest first: sums stay finite
+    total = math.fsum(weight / top for _, weight in found)
+    blend = Blend(tuple((name, weight / top / total) for name, weight in found))
+    _check_languages(blend, spec)
+    return blend
+
+
+def _weight(text: str | None, name: str, spec: str) -> float:
+    if text is None:
+        return 1.0
+    try:
+        weight = float(text.strip())
+    except ValueError:
+        weight = math.nan
+    if not (math.isfinite(weight) and weight > 0):
+        raise BadBlend(
+            f"the weight of {_show(name)} in voice blend {_show(spec)} must be a positive "
+            f"number, got {_show(text.strip())}"
+        )
+    return weight
+
+
+def _language(name: str) -> str | None:
+    from kokoro_ext.text.languages import language_of_voice  # the text side's one rule
+
+    found = language_of_voice(name)
+    return None if found is None else found.code
+
+
+def _check_languages(blend: Blend, spec: str) -> None:
+    from kokoro_ext.text.languages import LANGUAGES
+
+    first: tuple[str, str] | None = None
+    for name, _ in blend.parts:
+        code = _language(name)
+        if code is None:  # a name of no Kokoro language (a custom pack) blends with any
+            continue
+        if first is None:
+            first = (name, code)
+        elif code != first[1]:
+            raise BadBlend(
+                f"voice blend {_show(spec)} mixes languages: {first[0]} is "
+                f"{LANGUAGES[first[1]].name}, {name} is {LANGUAGES[code].name}; the "
+                "language picks how the text is read, so a blend's voices must share it"
+            )
+
+
+def mix(blend: Blend, load: Callable[[str], np.ndarray]) -> np.ndarray:
+    """The weighted mean of the packs of ``blend`` (``load`` gives a name's pack), float32;
+    a single voice's pack as it is."""
+    if len(blend.parts) == 1:
+        return load(blend.parts[0][0])
+    total = np.zeros(VOICE_SHAPE, np.float64)  # summed in float64, rounded once
+    for name, weight in blend.parts:
+        total += load(name).astype(np.float64) * weight
+    return total.astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class NamedVoice:
+    """A voice pack with the voice or blend it was made from and the language its names
+    imply: what a caller that resolves voices itself (kokoro_ext.serve) hands the
+    Synthesizer, which reads the text in that language."""
+
+    pack: np.ndarray
+    name: str
+    language: str | None
+
+
+def voice_language(voice: object) -> str | None:
+    """The language code a voice implies: a NamedVoice's, a blend's (BadBlend if it mixes
+    languages), a name's or file name's first letter (kokoro_ext.text.languages); None for
+    anything else (an array, a name of no Kokoro language)."""
+    if isinstance(voice, NamedVoice):
+        return voice.language
+    if is_blend(voice) and not Path(voice).is_file():
+        return parse_blend(voice).language
+    if isinstance(voice, (str, Path)):
+        return _language(voice)
+    return None
+
+
+def _show(value: object, most: int = 60) -> str:
+    """``repr(value)``, cut to ``most`` characters: messages quote what a client sent."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def load_voice_file(path: Path) -> np.ndarray:
@@ -135,7 +310,8 @@ class VoiceDirectory:
     For callers that take a voice from someone else (kokoro_ext.serve's clients): a voice
     is looked up among the names listed when this is made, never taken as a path, so
     ``../x`` or ``/etc/passwd`` cannot reach a file.  ``aliases`` maps other names onto
-    voices (OpenAI's ``alloy`` onto ``af_alloy``).
+    voices (OpenAI's ``alloy`` onto ``af_alloy``).  Wherever a voice is asked for, a blend
+    of these names and aliases is too (``af_bella(2)+alloy``: parse_blend).
     """
 
     def __init__(self, directory: str | Path | None = None, aliases: Mapping[str, str] | None = None):
@@ -149,16 +325,32 @@ class VoiceDirectory:
         """The voice name ``voice`` (a name or an alias) stands for; UnknownVoice if none."""
         name = self.aliases.get(voice, voice) if isinstance(voice, str) else None
         if name not in self._known:
-            raise UnknownVoice(f"unknown voice {voice!r}; {self._choices()}")
+            raise UnknownVoice(f"unknown voice {_show(voice)}; {self._choices()}")
         return name
+
+    def blend(self, voice: object) -> Blend:
+        """The Blend ``voice`` (a name, an alias or a blend of them) stands for; UnknownVoice
+        naming a voice that is not here, BadBlend for a blend that cannot be made."""
+        if not isinstance(voice, str):
+            raise UnknownVoice(f"unknown voice {_show(voice)}; {self._choices()}")
+        return parse_blend(voice, self.resolve)
+
+    def voice(self, voice: object) -> NamedVoice:
+        """The pack of ``voice`` (as ``blend`` takes it, or a Blend it made), with its name
+        and language."""
+        blend = voice if isinstance(voice, Blend) else self.blend(voice)
+        return NamedVoice(mix(blend, self._pack), blend.name, blend.language)
 
     def load(self, voice: object) -> np.ndarray:
         """The voice pack ``voice`` stands for, float32 [510, 1, 256].
 
-        UnknownVoice if it is no voice here; ValueError if its file is no longer there or
-        is not a finite voice pack (the directory's fault, not the caller's).
+        UnknownVoice if it is no voice here, BadBlend for a blend that cannot be made;
+        ValueError if a file is no longer there or is not a finite voice pack (the
+        directory's fault, not the caller's).
         """
-        name = self.resolve(voice)
+        return self.voice(voice).pack
+
+    def _pack(self, name: str) -> np.ndarray:
         if name not in self._packs:
             path = _named_file(name, self.directory)
             if path is None:
