@@ -97,6 +97,19 @@ def test_freed_buffer_serves_the_next_request_it_fits(pool):
     assert pool.cached() == (0, 0)
 
 
+def test_a_request_no_cached_buffer_fits_releases_the_largest_cached_one(pool):
+    """Longer inputs need larger buffers: the shorter input's buffer of the same tensor
+    goes back to the system instead of holding its pages beside the new one."""
+    pool.clear()
+    small, medium = pool.storage(100_000), pool.storage(1_000_000)
+    del small, medium
+    assert pool.cached()[1] == 2
+    large = pool.storage(3_000_000)  # fits neither: the 1 MB buffer is released, 100 kB kept
+    held, count = pool.cached()
+    assert count == 1 and 100_000 <= held <= 100_000 * 9 // 8
+    del large
+
+
 def test_bad_size_is_a_clear_error(pool):
     with pytest.raises(ValueError, match=r"kokoro_ext.alloc_storage: size must be \(nbytes,\)"):
         pool.alloc(tvm_ffi.Shape([-1]), tvm_ffi.dtype("uint8"))

@@ -12,9 +12,11 @@
  * sends a stage's alloc_storage calls here instead: a request takes the smallest freed
  * buffer it fits in.  A larger buffer costs no memory by its size alone (only the pages
  * a call writes are backed, and a reused buffer's first pages are the ones written
- * before), so any fit is taken.  The pool keeps at most kMinCachedBytes of freed
- * buffers, or the most it has had in use at once if that is more; the largest go back
- * to the system first.
+ * before), so any fit is taken.  A request that fits no freed buffer sends the largest
+ * one back to the system (most likely the same tensor's from a shorter input, whose
+ * touched pages would otherwise stay resident beside the new buffer's).  The pool keeps
+ * at most kMinCachedBytes of freed buffers, or the most it has had in use at once if
+ * that is more; the largest go back to the system first.
  *
  *   kokoro_ext.alloc_storage(size, dtype) -> vm.Storage   size Shape (nbytes,), on the CPU
  *   kokoro_ext.storage_pool_stats() -> Shape (cached bytes, cached buffers, bytes in use,
@@ -66,6 +68,7 @@ class StoragePool final : public Allocator {
     buffer.device = device;
     buffer.alloc_type = type();
     if (!TakeCached(nbytes, &buffer)) {
+      ReleaseLargestCached();
       buffer.size = SizeClass(nbytes);
       if (posix_memalign(&buffer.data,
                          std::max<size_t>(alignment, tvm::runtime::kAllocAlignment),
@@ -114,6 +117,20 @@ class StoragePool final : public Allocator {
   }
 
  private:
+  /*!
+   * \brief Return the largest cached buffer to the system, when a request finds none it
+   *  fits in: that buffer is most likely this tensor's from a shorter input, and keeping
+   *  both would hold the pages of two generations of a stage's buffers.
+   */
+  void ReleaseLargestCached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return;
+    auto largest = std::prev(free_.end());
+    cached_bytes_ -= largest->first;
+    std::free(largest->second);
+    free_.erase(largest);
+  }
+
   /*! \brief The smallest freed buffer of at least nbytes into *buffer, if there is one. */
   bool TakeCached(size_t nbytes, Buffer* buffer) {
     std::lock_guard<std::mutex> lock(mutex_);
