@@ -127,7 +127,8 @@ setup(
             "pytest", "onnx", "onnxscript", "onnxruntime", "import-linter>=2.1", "openai", "httpx",
         ],
         # python -m kokoro_ext.serve: the OpenAI-compatible speech server and its encoders
-        "serve": ["starlette", "uvicorn", "soundfile>=0.13", "lameenc"],
+        # (PyAV: FFmpeg's AAC encoder, in wheels that bundle FFmpeg)
+        "serve": ["starlette", "uvicorn", "soundfile>=0.13", "lameenc", "av>=18"],
         # bench/: the engines compared (PyTorch eager and torch.compile through the build
         # side; ONNX Runtime; kokoro-onnx, whose phonemizer>=3.4 takes the place of
         # phonemizer-fork: the same module, with the espeak-ng hooks misaki calls), the

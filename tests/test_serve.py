@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import io
 import json
@@ -24,6 +25,7 @@ import uvicorn
 
 from kokoro_ext import Synthesizer
 from kokoro_ext.run.pipeline import NonFiniteOutput
+from kokoro_ext.run.voices import VoiceDirectory
 from kokoro_ext.serve import ServerOptions, create_app
 from kokoro_ext.serve import audio
 from kokoro_ext.serve.app import chunk_phonemes
@@ -169,7 +171,16 @@ def test_voices_models_and_health(server):
     assert health.status_code == 200 and health.json()["status"] == "ok"
 
 
-@pytest.mark.parametrize("fmt", ["mp3", "opus", "flac"])
+def _decode_aac(data: bytes) -> np.ndarray:
+    import av
+
+    with av.open(io.BytesIO(data), format="aac") as container:
+        frames = [f.to_ndarray() for f in container.decode(audio=0)]
+        assert container.streams.audio[0].rate == 24000
+    return np.concatenate(frames, axis=-1).ravel()
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "opus", "flac", "aac"])
 def test_compressed_formats_decode(server, fmt):
     url, _ = server
     pcm = np.frombuffer(post(url, speech(response_format="pcm")).content, "<i2")
@@ -187,7 +198,11 @@ def test_compressed_formats_decode(server, fmt):
         decoded = soundfile.read(io.BytesIO(bytes(head)), dtype="int16")[0]
         assert np.array_equal(decoded, pcm)  # lossless: the same samples as pcm
     else:
-        decoded = soundfile.read(io.BytesIO(data), dtype="float32")[0]
+        if fmt == "aac":
+            assert data[:2] == b"\xff\xf1"  # an ADTS frame header: MPEG-4 AAC, no CRC
+            decoded = _decode_aac(data)
+        else:
+            decoded = soundfile.read(io.BytesIO(data), dtype="float32")[0]
         # lossy codecs pad the start and end by a frame or two
         assert abs(len(decoded) - len(pcm)) < 0.1 * len(pcm) + 2048, (len(decoded), len(pcm))
 
@@ -208,9 +223,12 @@ def test_compressed_formats_decode(server, fmt):
         (json.dumps(speech(voice="af_heart/../../secret")), 400, "unknown voice"),
         (json.dumps(speech(voice="/etc/passwd")), 400, "unknown voice"),
         (json.dumps(speech(voice=["af_heart"])), 400, "unknown voice"),
-        (json.dumps(speech(response_format="aac")), 400, "wav, pcm, flac, mp3, opus"),
-        (json.dumps(speech(speed=3.0)), 400, "speed must be in [0.5, 2.0]"),
-        (json.dumps(speech(speed=0.25)), 400, "speed must be in [0.5, 2.0]"),
+        (json.dumps(speech(response_format="ogg")), 400, "wav, pcm, flac, mp3, opus, aac"),
+        (json.dumps(speech(speed=4.5)), 400, "speed must be in [0.25, 4.0]"),
+        (json.dumps(speech(speed=0.2)), 400, "speed must be in [0.25, 4.0]"),
+        (json.dumps(speech(speed=10**400)), 400, "speed must be in [0.25, 4.0], got inf"),
+        (json.dumps(speech(stream_format="events")), 400, "one of audio, sse"),
+        (json.dumps(speech(voice="af_heart+")), 400, "empty part"),
         (json.dumps(speech(speed="fast")), 400, "'speed' must be a number"),
         (json.dumps(speech(input="")), 400, "non-empty string"),
         (json.dumps(speech(input="x" * 1001)), 400, "at most 1000"),
@@ -258,7 +276,10 @@ def test_the_api_key_guards_every_path_but_health(server, path):
     [
         ({"voice": "zz_nobody"}, "voice"),
         ({"voice": "../secret"}, "voice"),
-        ({"speed": 3.0}, "speed"),  # the Synthesizer's range, not the server's
+        ({"speed": 4.5}, "speed"),  # the Synthesizer's range, not the server's
+        ({"voice": "af_heart(0)+af_alloy"}, "voice"),
+        ({"stream_format": "events"}, "stream_format"),
+        ({"instructions": ["be cheerful"]}, "instructions"),
         ({"input": "... !!!"}, "input"),  # found by the Synthesizer once it reads the text
         ({"model": "gpt-9"}, "model"),
     ],
@@ -711,3 +732,191 @@ def test_workers_get_the_options_from_the_environment(build_dir, voices, monkeyp
         assert httpx.get(f"{url}/health").json()["voices"] == 2
         assert post(url, speech(input="Hi."), key=KEY).status_code == 401
         assert post(url, speech(input="Hi.", response_format="pcm"), key="k2").status_code == 200
+
+
+# --- blends, OpenAI's speed range, SSE, and bodies of any shape --------------------------
+
+
+def _encoded(chunks, fmt: str = "pcm") -> bytes:
+    encoder = audio.encoder(fmt)
+    return b"".join(encoder.feed(c.joined()) for c in chunks) + encoder.finish()
+
+
+@pytest.fixture(scope="module")
+def blend_voices(voices, tmp_path_factory) -> tuple[Path, np.ndarray, np.ndarray]:
+    """(directory, af_heart's pack, af_sky's pack): two American voices that differ, and a
+    British one."""
+    directory = tmp_path_factory.mktemp("blend-voices")
+    heart = np.fromfile(voices / "af_heart.bin", "<f4").reshape(510, 1, 256)
+    sky = (heart * 0.5 + np.random.default_rng(0).normal(0, 0.05, heart.shape)).astype("<f4")
+    heart.tofile(directory / "af_heart.bin")
+    sky.tofile(directory / "af_sky.bin")
+    sky.tofile(directory / "bf_emma.bin")
+    return directory, heart, sky
+
+
+@pytest.fixture(scope="module")
+def blend_server(synth, blend_voices):
+    with running(create_app(options(blend_voices[0]), synth)) as (url, app):
+        yield url
+
+
+def test_a_blend_is_served_as_its_weighted_mean(synth, blend_voices, blend_server):
+    directory, heart, sky = blend_voices
+    mean = VoiceDirectory(directory).load("af_heart(2)+af_sky(1)")
+    np.testing.assert_allclose(mean, (2 * heart.astype(np.float64) + sky) / 3, rtol=1e-6, atol=1e-7)
+    want = _encoded(synth.stream("Hi.", mean))
+    for voice in ("af_heart(2)+af_sky(1)", " af_heart ( 2 ) + af_sky ", {"id": "af_heart(4)+af_sky(2)"}):
+        response = post(blend_server, speech(voice=voice, input="Hi.", response_format="pcm"), key=None)
+        assert response.status_code == 200, response.text
+        assert response.content == want
+    assert want != _encoded(synth.stream("Hi.", heart))
+    # and to OpenAI's client, a blend is a voice name like any other
+    response = openai.OpenAI(base_url=f"{blend_server}/v1", api_key="-", max_retries=0).audio.speech.create(
+        model="tts-1", voice="af_heart(2)+af_sky(1)", input="Hi.", response_format="pcm"
+    )
+    assert response.content == want
+    # the list of voices is the directory's, blends are not listed
+    assert httpx.get(f"{blend_server}/v1/audio/voices").json()["voices"] == ["af_heart", "af_sky", "bf_emma"]
+
+
+@pytest.mark.parametrize(
+    "voice, words",
+    [
+        ("af_heart+bf_emma", "af_heart is American English, bf_emma is British English"),
+        ("af_heart(0)+af_sky", "must be a positive number, got '0'"),
+        ("af_heart(-2)+af_sky", "must be a positive number"),
+        ("af_heart(x)+af_sky", "got 'x'"),
+        ("af_heart+af_nobody", "unknown voice 'af_nobody'; one of af_heart, af_sky, bf_emma"),
+        ("af_heart+../secret", "unknown voice '../secret'"),
+        ("af_heart++af_sky", "empty part"),
+        ("af_heart-af_sky", "subtracting a voice"),
+        ({"id": ["af_heart"]}, "unknown voice"),
+    ],
+)
+def test_a_bad_blend_is_a_400_naming_the_voice(blend_server, voice, words):
+    response = post(blend_server, speech(voice=voice), key=None)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "voice" and words in error["message"], error
+
+
+def test_speed_takes_openais_range(server, synth):
+    url, _ = server
+    lengths = {}
+    for speed in (0.25, 1.0, 4.0):
+        response = post(url, speech(input="Hi there.", response_format="pcm", speed=speed))
+        assert response.status_code == 200, response.text
+        assert response.content == _encoded(synth.stream("Hi there.", speed=speed))
+        lengths[speed] = len(response.content)
+    assert lengths[0.25] > 2 * lengths[1.0] and lengths[1.0] > lengths[4.0]
+    fast = client(url).audio.speech.create(model="tts-1", voice="alloy", input="Hi there.",
+                                           response_format="pcm", speed=4.0)
+    assert fast.content == _encoded(synth.stream("Hi there.", speed=4.0))
+    with pytest.raises(openai.BadRequestError, match=r"speed must be in \[0.25, 4.0\]"):
+        client(url).audio.speech.create(model="tts-1", voice="alloy", input="Hi.", speed=4.01)
+
+
+def _events(body: bytes) -> list[dict]:
+    """The JSON of each Server-Sent Event in ``body`` (``data:`` lines, blank-line ended)."""
+    assert body.endswith(b"\n\n")
+    events = []
+    for block in body.decode().split("\n\n")[:-1]:
+        assert block.startswith("data: ") and "\n" not in block, block
+        events.append(json.loads(block[len("data: "):]))
+    return events
+
+
+@pytest.mark.parametrize("fmt", ["pcm", "mp3"])
+def test_sse_carries_the_same_audio_as_openai_events(server, fmt):
+    url, _ = server
+    raw = post(url, speech(input=TWO, response_format=fmt))
+    response = post(url, speech(input=TWO, response_format=fmt, stream_format="sse"))
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = _events(response.content)
+    *deltas, done = events
+    assert len(deltas) > 1 and {e["type"] for e in deltas} == {"speech.audio.delta"}
+    assert set(deltas[0]) == {"type", "audio"}
+    assert b"".join(base64.b64decode(e["audio"]) for e in deltas) == raw.content
+    assert done["type"] == "speech.audio.done"
+    usage = done["usage"]
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+
+
+def test_openai_client_streams_sse(server):
+    url, _ = server
+    raw = post(url, speech(input=TWO, response_format="pcm")).content
+    with client(url).audio.speech.with_streaming_response.create(
+        model="tts-1", voice="alloy", input=TWO, response_format="pcm", stream_format="sse"
+    ) as response:
+        events = [json.loads(line[len("data: "):]) for line in response.iter_lines() if line]
+    assert events[-1]["type"] == "speech.audio.done"
+    assert b"".join(base64.b64decode(e["audio"]) for e in events[:-1]) == raw
+
+
+def test_sse_errors(server, synth, voices):
+    url, _ = server
+    # before the first event: an HTTP error as for raw audio
+    response = post(url, speech(input="... !!!", stream_format="sse"))
+    assert response.status_code == 400 and response.json()["error"]["param"] == "input"
+
+    class FailsAfterOneChunk:
+        def stream(self, text, voice, speed, chunk_limit=None):
+            yield next(synth.stream("Hi."))
+            raise RuntimeError("/srv/build/decoder.so is truncated")
+
+    with running(create_app(options(voices), FailsAfterOneChunk())) as (other, app):
+        response = post(other, speech(response_format="pcm", stream_format="sse"), key=None)
+    assert response.status_code == 200  # sent with the first event
+    *deltas, error = _events(response.content)
+    assert [e["type"] for e in deltas] == ["speech.audio.delta"]
+    assert error == {"type": "error", "error": {"message": "the server could not synthesize this request",
+                                                "type": "server_error", "param": None, "code": None}}
+    assert "/srv/build" not in response.text
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"", b"null", b"1", b'"text"', b"[]", b"true", b"\xff\xfe", b"\xef\xbb\xbf{}", b"{",
+        b"{}", b'{"model": NaN}', b"1" * 5000, _nested(40).encode(), _nested(1500).encode(),
+        json.dumps(speech(input=json.loads(_nested(33)))).encode(),
+        json.dumps(speech(voice={"id": {"id": "af_heart"}})).encode(),
+        json.dumps({"model": "tts-1", "input": "Hi.", "voice": "af_heart", "x": json.loads(_nested(30))}).encode()[:-1],
+    ],
+)
+def test_every_malformed_body_is_a_4xx_json_error(server, body):
+    url, _ = server
+    response = post(url, body)
+    assert 400 <= response.status_code < 500, (body[:40], response.status_code, response.text[:200])
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("field", ["model", "input", "voice", "response_format", "speed",
+                                   "stream_format", "instructions"])
+def test_any_value_of_any_field_is_served_or_refused_with_a_4xx(server, field):
+    url, _ = server
+    values = [None, True, False, 0, -1, 0.5, 1e308, 10**400, float("nan"), "", "x", "\ud800",
+              [], {}, ["af_heart"], {"id": None}, json.loads(_nested(20)), {"a": {"b": [1, {}]}}]
+    for value in values:
+        body = json.dumps(speech(**{"input": "Hi.", "response_format": "pcm", field: value}))
+        response = post(url, body)
+        assert response.status_code in (200, 400), (field, value, response.status_code, response.text)
+        if response.status_code == 400:
+            assert response.json()["error"]["param"] in (field, None), (field, value, response.text)
+
+
+def test_a_body_nested_ten_thousand_deep_is_a_400(synth, voices):
+    with running(create_app(options(voices), synth)) as (url, app):  # 64 KB bodies
+        for body in (_nested(10_000), '{"a":' * 10_000 + "1" + "}" * 10_000,
+                     json.dumps(speech())[:-1] + ', "x": ' + _nested(10_000) + "}"):
+            response = post(url, body, key=None)
+            assert response.status_code == 400, response.text[:200]
+            assert "nests deeper than 32 levels" in response.json()["error"]["message"]
+        assert post(url, speech(response_format="pcm"), key=None).status_code == 200

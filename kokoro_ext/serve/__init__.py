@@ -4,7 +4,7 @@
 
 ``app`` (the Starlette application and its request validation), ``scheduler`` (the one
 worker thread that interleaves requests chunk by chunk, with a bounded queue) and
-``audio`` (streaming encoders for wav, pcm, flac, mp3 and opus).
+``audio`` (streaming encoders for wav, pcm, flac, mp3, opus and aac).
 """
 
 from kokoro_ext.serve.app import MODELS, OPENAI_VOICES, ServerOptions, create_app

@@ -1,7 +1,8 @@
 """The OpenAI-compatible speech API as a Starlette application.
 
 ``POST /v1/audio/speech`` takes OpenAI's body (``model``, ``input``, ``voice``,
-``response_format``, ``speed``) and streams the audio as it is synthesized;
+``instructions``, ``response_format``, ``speed``, ``stream_format``) and streams the audio
+as it is synthesized, raw or as Server-Sent Events;
 ``GET /v1/audio/voices`` lists the voices, ``GET /v1/models`` the accepted model names,
 ``GET /health`` says whether the server is up and how busy it is (never behind the API
 key, for load balancers' probes).  Errors are OpenAI's JSON shape,
@@ -14,6 +15,7 @@ the log.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hmac
 import json
@@ -34,7 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kokoro_ext.run.errors import BadInput
-from kokoro_ext.run.voices import VoiceDirectory
+from kokoro_ext.run.voices import Blend, VoiceDirectory
 from kokoro_ext.serve import audio
 from kokoro_ext.serve.scheduler import END, Job, QueueFull, Scheduler
 
@@ -54,6 +56,10 @@ API_KEY_ENV = "KOKORO_EXT_API_KEY"
 OPTIONS_ENV = "KOKORO_EXT_SERVE_OPTIONS"
 #: Paths served without the API key: load balancers probe them.
 OPEN_PATHS = ("/health",)
+#: ``stream_format``: the encoded audio as it is, or each piece base64 in an SSE event.
+STREAM_FORMATS = ("audio", "sse")
+#: Deepest nesting of arrays and objects a body may have (OpenAI's needs 2).
+MAX_DEPTH = 32
 
 log = logging.getLogger(__name__)
 
@@ -113,12 +119,14 @@ class HTTPError(Exception):
         super().__init__(message)
         self.status, self.message, self.param, self.headers = status, message, param, headers
 
-    def response(self) -> JSONResponse:
+    def body(self) -> dict:
         kind = {401: "authentication_error", 503: "server_busy"}.get(
             self.status, "invalid_request_error" if self.status < 500 else "server_error"
         )
-        body = {"error": {"message": self.message, "type": kind, "param": self.param, "code": None}}
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": None}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
 class APIKeyMiddleware:
@@ -149,18 +157,16 @@ class SpeechRequest:
     """A validated ``POST /v1/audio/speech`` body."""
 
     input: str
-    voice: str  # the Kokoro voice name
+    voice: Blend  # Kokoro voice names and weights
     response_format: str
     speed: float
+    stream_format: str = "audio"
 
 
 def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
-    """Validate a request body; HTTPError(400), or UnknownVoice for the voice, naming the
-    field and what is allowed."""
-    try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise HTTPError(400, f"the body is not valid JSON: {error}") from None
+    """Validate a request body; HTTPError(400), or the BadInput of the voice, naming the
+    field and what is allowed, whatever the body's shape."""
+    payload = _parse_json(body)
     if not isinstance(payload, dict):
         raise HTTPError(400, "the body must be a JSON object")
     for name in ("model", "input", "voice"):
@@ -168,7 +174,7 @@ def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) ->
             raise HTTPError(400, f"missing required field {name!r}", name)
     model = payload["model"]
     if model not in MODELS:
-        raise HTTPError(400, f"unknown model {model!r}; one of {', '.join(MODELS)}", "model")
+        raise HTTPError(400, f"unknown model {_show(model)}; one of {', '.join(MODELS)}", "model")
     text = payload["input"]
     if not isinstance(text, str) or not text.strip():
         raise HTTPError(400, "'input' must be a non-empty string", "input")
@@ -178,21 +184,70 @@ def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) ->
             f"'input' has {len(text)} characters; at most {options.max_input_chars} are allowed",
             "input",
         )
-    name = voices.resolve(payload["voice"])  # by name or OpenAI's alias only, never a path
-    response_format = payload.get("response_format", "mp3")  # OpenAI's default
+    voice = payload["voice"]
+    if isinstance(voice, dict) and set(voice) == {"id"}:  # OpenAI's {"id": "voice_..."} form
+        voice = voice["id"]
+    # by name, OpenAI's alias or a blend of those only, never a path
+    blend = voices.blend(voice)
+    # optional fields: absent or null take OpenAI's default.  instructions are taken and
+    # not followed: Kokoro has no prompt
+    instructions = payload.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise HTTPError(400, "'instructions' must be a string", "instructions")
+    response_format = _optional(payload, "response_format", "mp3")
     if response_format not in audio.FORMATS:
         raise HTTPError(
             400,
-            f"unknown response_format {response_format!r}; one of {', '.join(audio.FORMATS)}",
+            f"unknown response_format {_show(response_format)}; one of {', '.join(audio.FORMATS)}",
             "response_format",
         )
-    speed = payload.get("speed", 1.0)
-    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not math.isfinite(speed):
-        raise HTTPError(400, f"'speed' must be a number, got {speed!r}", "speed")
-    stream_format = payload.get("stream_format", "audio")
-    if stream_format != "audio":
-        raise HTTPError(400, f"stream_format {stream_format!r}: only 'audio' is served", "stream_format")
-    return SpeechRequest(text, name, response_format, float(speed))
+    speed = _optional(payload, "speed", 1.0)
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed != speed:
+        raise HTTPError(400, f"'speed' must be a number, got {_show(speed)}", "speed")
+    try:
+        speed = float(speed)
+    except OverflowError:  # a JSON integer past float's range: out of range, said so below
+        speed = math.inf if speed > 0 else -math.inf
+    # the range is the Synthesizer's (kokoro_ext.run.synthesizer.SPEED_RANGE), checked there
+    stream_format = _optional(payload, "stream_format", "audio")
+    if stream_format not in STREAM_FORMATS:
+        raise HTTPError(
+            400,
+            f"unknown stream_format {_show(stream_format)}; one of {', '.join(STREAM_FORMATS)}",
+            "stream_format",
+        )
+    return SpeechRequest(text, blend, response_format, speed, stream_format)
+
+
+def _optional(payload: dict, name: str, default: Any) -> Any:
+    value = payload.get(name)
+    return default if value is None else value
+
+
+def _parse_json(body: bytes) -> Any:
+    """``body`` as JSON, HTTPError(400) if it is not JSON or nests deeper than MAX_DEPTH."""
+    try:
+        payload = json.loads(body)
+    except RecursionError:  # json's own nesting bound is the interpreter's stack
+        raise HTTPError(400, f"the body nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as error:  # JSONDecodeError, bad UTF-8, an integer of over 4300 digits
+        raise HTTPError(400, f"the body is not valid JSON: {str(error)[:200]}") from None
+    # checked without recursion, so that nothing later (repr in a message) meets the depth
+    level = [payload]
+    for _ in range(MAX_DEPTH + 1):
+        level = [
+            inner for value in level if isinstance(value, (dict, list))
+            for inner in (value.values() if isinstance(value, dict) else value)
+        ]
+        if not level:
+            return payload
+    raise HTTPError(400, f"the body nests deeper than {MAX_DEPTH} levels")
+
+
+def _show(value: object, most: int = 60) -> str:
+    """``repr(value)``, cut to ``most`` characters: messages quote what a client sent."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -213,11 +268,17 @@ class SpeechStream:
     It waits for the first chunk before answering, so an error found then (nothing to
     say in the text) is still a 400; and it watches for the client going away (or
     stalling a send past ``send_timeout``), which cancels the request's synthesis.
+
+    With ``sse``, the same encoded bytes go out as OpenAI's Server-Sent Events: each
+    piece base64 in ``{"type": "speech.audio.delta", "audio": ...}``, then
+    ``{"type": "speech.audio.done", "usage": ...}``; a failure after the first event is an
+    ``{"type": "error", "error": ...}`` event (a raw stream can only be cut short).
     """
 
-    def __init__(self, job: Job, scheduler: Scheduler, response_format: str, send_timeout: float):
+    def __init__(self, job: Job, scheduler: Scheduler, response_format: str, send_timeout: float,
+                 sse: bool = False):
         self.job, self.scheduler = job, scheduler
-        self.format, self.send_timeout = response_format, send_timeout
+        self.format, self.send_timeout, self.sse = response_format, send_timeout, sse
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = asyncio.ensure_future(_disconnected(receive))
@@ -228,25 +289,38 @@ class SpeechStream:
             if isinstance(first, Exception):
                 await _error_response(first)(scope, receive, send)
                 return
-            headers = [(b"content-type", audio.MEDIA_TYPES[self.format].encode())]
+            media = "text/event-stream" if self.sse else audio.MEDIA_TYPES[self.format]
+            headers = [(b"content-type", media.encode())]
+            if self.sse:
+                headers.append((b"cache-control", b"no-cache"))
             if self.format in ("pcm", "wav"):
                 # what OpenAI's pcm is, for clients that cannot guess
                 headers.append((b"x-sample-rate", str(audio.SAMPLE_RATE).encode()))
             await self._send(send, {"type": "http.response.start", "status": 200, "headers": headers})
             encoder = audio.encoder(self.format)
-            chunk = first
+            chunk, tokens, frames = first, 0, 0
             while chunk is not END:
+                tokens, frames = tokens + chunk.trace.tokens, frames + chunk.trace.frames
                 data = await _encode(encoder.feed, chunk.joined(), self.format)
-                if data:
-                    await self._send(send, {"type": "http.response.body", "body": data, "more_body": True})
+                await self._body(send, self._delta(data) if self.sse else data)
                 chunk = await self._next(gone)
                 if chunk is None:
                     return  # gone
-                if isinstance(chunk, Exception):  # too late for an error status: cut short
+                if isinstance(chunk, Exception):  # too late for an error status
                     _log_failure(chunk, "speech response cut short")
+                    if self.sse:  # a raw stream can only be cut short
+                        error = {"type": "error", **_as_http_error(chunk).body()}
+                        await self._body(send, _event(error), more=False)
                     return
             tail = await _encode(lambda _: encoder.finish(), None, self.format)
-            await self._send(send, {"type": "http.response.body", "body": tail, "more_body": False})
+            if not self.sse:
+                await self._body(send, tail, more=False)
+                return
+            await self._body(send, self._delta(tail))
+            # OpenAI counts text tokens in and audio tokens out; here: the phoneme tokens
+            # the model read and the alignment frames (40 per second of speech) it made
+            usage = {"input_tokens": tokens, "output_tokens": frames, "total_tokens": tokens + frames}
+            await self._body(send, _event({"type": "speech.audio.done", "usage": usage}), more=False)
         except (OSError, asyncio.TimeoutError):
             pass  # the client went away or stopped reading: nothing more to tell it
         finally:
@@ -265,8 +339,25 @@ class SpeechStream:
         except Exception as error:
             return error
 
+    @staticmethod
+    def _delta(data: bytes) -> bytes:
+        """Encoded audio as OpenAI's delta event (nothing for no audio)."""
+        if not data:
+            return b""
+        return _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+
+    async def _body(self, send: Send, data: bytes, more: bool = True) -> None:
+        """Send ``data``; an empty piece only to end the body."""
+        if data or not more:
+            await self._send(send, {"type": "http.response.body", "body": data, "more_body": more})
+
     async def _send(self, send: Send, message: dict) -> None:
         await asyncio.wait_for(send(message), self.send_timeout)
+
+
+def _event(payload: dict) -> bytes:
+    """One Server-Sent Event carrying ``payload`` as JSON."""
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
 async def _disconnected(receive: Receive) -> None:
@@ -282,14 +373,19 @@ async def _encode(feed, data, response_format: str) -> bytes:
 
 def _error_response(error: Exception) -> JSONResponse:
     """The response to a request that failed with ``error``, by its type alone."""
+    if not isinstance(error, (HTTPError, BadInput)):
+        _log_failure(error, "speech request failed")
+    return _as_http_error(error).response()
+
+
+def _as_http_error(error: Exception) -> HTTPError:
     if isinstance(error, HTTPError):
-        return error.response()
+        return error
     if isinstance(error, BadInput):  # the run side's refusal of the client's input
-        return HTTPError(400, str(error), error.param).response()
+        return HTTPError(400, str(error), error.param)
     # Anything else is the server's own failure (missing or corrupt artifacts, NaN output,
     # a bug): its message may name files and internals, so it goes to the log only.
-    _log_failure(error, "speech request failed")
-    return HTTPError(500, "the server could not synthesize this request").response()
+    return HTTPError(500, "the server could not synthesize this request")
 
 
 def _log_failure(error: Exception, what: str) -> None:
@@ -326,7 +422,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             arrived = time.monotonic()
             # the Synthesizer checks the speed and the text here, before any chunk
             chunks = state.synthesizer.stream(
-                spec.input, voices.load(spec.voice), spec.speed,
+                spec.input, voices.voice(spec.voice), spec.speed,
                 chunk_limit=lambda index: chunk_phonemes(
                     index, state.scheduler.starting(), time.monotonic() - arrived, options
                 ),
@@ -339,7 +435,8 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
                                 headers={"Retry-After": str(retry)}) from None
         except Exception as error:
             return _error_response(error)
-        return SpeechStream(job, state.scheduler, spec.response_format, options.send_timeout)
+        return SpeechStream(job, state.scheduler, spec.response_format, options.send_timeout,
+                            sse=spec.stream_format == "sse")
 
     async def list_voices(request: Request):
         return JSONResponse({"voices": voices.names, "openai": OPENAI_VOICES})

@@ -9,7 +9,9 @@ Every format is written as it goes, so a response can start with the first chunk
 * ``flac`` and ``opus`` (in Ogg): libsndfile through ``soundfile``, whose wheels bundle it;
   the FLAC header goes out saying "total samples unknown" (0), which FLAC allows;
 * ``mp3``: LAME through ``lameenc`` (plain MPEG frames, no Xing header that would give a
-  frame count before the end is known).
+  frame count before the end is known);
+* ``aac``: FFmpeg's AAC-LC encoder through PyAV (``av``, whose wheels bundle FFmpeg), in
+  ADTS framing: each frame carries its own header, so the stream needs no index or length.
 
 Writers that seek back at the end to fix a header (wave, libsndfile) write into a
 ``_Sink`` whose already-sent bytes cannot change: the fix-up is dropped, which is what
@@ -33,11 +35,13 @@ MEDIA_TYPES = {
     "flac": "audio/flac",
     "mp3": "audio/mpeg",
     "opus": "audio/ogg; codecs=opus",
+    "aac": "audio/aac",
 }
 FORMATS = tuple(MEDIA_TYPES)
 #: The frame count a streamed WAV header claims: the most a 32-bit RIFF size allows.
 WAV_STREAM_FRAMES = (0xFFFFFFFF - 36) // 2
 MP3_KBPS = 64  # ample for 24 kHz mono speech
+AAC_KBPS = 64
 
 
 class _Sink(io.RawIOBase):
@@ -165,12 +169,42 @@ def _mp3() -> Encoder:
     return Encoder(lambda audio: bytes(lame.encode(pcm16(audio))), lambda: bytes(lame.flush()))
 
 
+def _aac() -> Encoder:
+    import av
+
+    sink = _Sink()
+    container = av.open(sink, "w", format="adts")
+    stream = container.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
+    stream.bit_rate = AAC_KBPS * 1000
+    samples = 0
+
+    def feed(audio: np.ndarray) -> bytes:
+        nonlocal samples
+        pcm = np.frombuffer(pcm16(audio), "<i2")  # the same 16-bit samples as the others
+        if pcm.size:
+            frame = av.AudioFrame.from_ndarray(pcm[None, :], format="s16", layout="mono")
+            frame.sample_rate, frame.pts = SAMPLE_RATE, samples
+            samples += pcm.size
+            for packet in stream.encode(frame):  # PyAV converts to the encoder's fltp
+                container.mux(packet)
+        return sink.drain()
+
+    def finish() -> bytes:
+        for packet in stream.encode(None):
+            container.mux(packet)
+        container.close()
+        return sink.drain()
+
+    return Encoder(feed, finish)
+
+
 _FACTORIES: dict[str, Callable[[], Encoder]] = {
     "pcm": _pcm,
     "wav": _wav,
     "flac": lambda: _soundfile("FLAC", "PCM_16"),
     "opus": lambda: _soundfile("OGG", "OPUS"),
     "mp3": _mp3,
+    "aac": _aac,
 }
 
 
