@@ -142,6 +142,46 @@ def validate(
     return results
 
 
+#: The float32 bound: each stage no further from float64 than twice PyTorch float32's own
+#: distance, but for rounding at the scale of an output's float32 resolution, and the
+#: waveform this far from kokoro's (branch-cut flips resolved).
+STAGE_FACTOR, STAGE_ROUNDING, WAVEFORM_DB = 2.0, 1e-5, 40.0
+
+
+def float32_bound_failures(results: Sequence[Comparison]) -> list[str]:
+    """What in ``results`` breaks the float32 bound, one line each (empty: it holds)."""
+    failures = []
+    for r in results:
+        if r.build_vs_f64 is not None and r.torch_vs_f64 is not None:
+            allowed = STAGE_FACTOR * r.torch_vs_f64 + STAGE_ROUNDING
+            if not r.build_vs_f64 <= allowed:
+                failures.append(f"{r.name}: {r.build_vs_f64:.2e} from float64, bound {allowed:.2e}")
+        elif r.name == "waveform vs kokoro" and not r.snr_db >= WAVEFORM_DB:
+            failures.append(f"{r.name}: {r.snr_db:.1f} dB, bound {WAVEFORM_DB:.0f} dB")
+        elif r.name == "durations":
+            failures.append(f"durations: {r.note}")
+    return failures
+
+
+def verdict(weight_dtype: str, results: Sequence[Comparison]) -> tuple[bool, str]:
+    """(passed, what was checked) for a build whose weights are stored as ``weight_dtype``.
+
+    auto and float32 builds compute in float32 on the checkpoint's own values (int8 where
+    they lie on an int8 grid, dequantized exactly), so the float32 bound applies; an int8
+    build quantizes weights off a grid, so it is judged by its speech instead
+    (bench/quality.py's word error rate against the float32 build's).
+    """
+    if weight_dtype == "int8":
+        return True, ("weights quantized to int8 (--weight-dtype int8): the float32 bound does "
+                      "not apply; compare bench/quality.py's word error rate with a float32 build's")
+    failures = float32_bound_failures(results)
+    rule = (f"float32 bound: every stage within {STAGE_FACTOR:g}x PyTorch float32's distance "
+            f"from float64 (+{STAGE_ROUNDING:g}), waveform >= {WAVEFORM_DB:g} dB from kokoro")
+    if failures:
+        return False, f"FAILS the {rule}:\n  " + "\n  ".join(failures)
+    return True, f"within the {rule}"
+
+
 def format_table(results: Sequence[Comparison]) -> str:
     """The comparisons as an aligned text table."""
     lines = [
@@ -178,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(phonemes)
     print(format_table(results))
-    return 0
+    passed, summary = verdict(synth.manifest.weight_dtype, results)
+    print(summary)
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":
