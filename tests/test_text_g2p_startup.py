@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kokoro_ext.text.g2p import Phonemizer, _align, _lexicon, _misaki_en
+from kokoro_ext.text.g2p import Phonemizer, _align, _lexicon, _misaki_en, _SortedEntries
 from kokoro_ext.text.tokenizer import tokenize
 
 SENTENCES = [
@@ -74,15 +74,16 @@ def test_a_fresh_process_imports_neither_spacy_nor_torch():
         "from kokoro_ext.text.frontend import FrontEnd\n"
         "p = FrontEnd('a').phonemize('Hello world.')\n"
         "print(json.dumps([p, time.perf_counter() - t, 'spacy' in sys.modules, "
-        "'torch' in sys.modules, 'phonemizer' in sys.modules]))"
+        "'torch' in sys.modules, 'phonemizer' in sys.modules, 'num2words' in sys.modules]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True,
         cwd=Path(__file__).parent.parent,
     )  # fmt: skip
-    phonemes, seconds, spacy, torch, espeak = json.loads(out.stdout)
+    phonemes, seconds, spacy, torch, espeak, num2words = json.loads(out.stdout)
     assert phonemes == "həlˈO wˈɜɹld."
     assert not spacy and not torch and not espeak  # espeak-ng starts at the first unknown word
+    assert not num2words  # imported for the first number
     print(f"fresh process: English G2P ready and first sentence phonemized in {seconds:.2f} s")
 
 
@@ -99,3 +100,38 @@ def test_lexicon_is_misakis(british):
                 assert mine.get(word) == grown.get(word), word
                 assert (word in mine) == (word in grown), word
     assert ours.cap_stresses == theirs.cap_stresses and ours.british == british
+
+
+LEXICON_FILES = ["us_gold.json", "us_silver.json", "gb_gold.json", "gb_silver.json"]
+
+
+@pytest.mark.parametrize("file", LEXICON_FILES)
+def test_lexicon_files_are_searched_as_json_reads_them(file):
+    from importlib.resources import files
+
+    from misaki import data
+
+    raw = files(data).joinpath(file).read_bytes()
+    entries = json.loads(raw)
+    found = _SortedEntries(raw)
+    assert found.usable  # sorted keys, one entry per line: what the binary search needs
+    assert all(found.get(key) == value for key, value in entries.items())
+    for key in list(entries)[::97]:
+        for other in (key + "x", key[:-1], key.upper(), " " + key, key + "\uffff"):
+            assert found.get(other) == entries.get(other), other
+
+
+def test_a_json_file_in_another_form_is_parsed():
+    assert not _SortedEntries(b'{"b": "x", "a": "y"}').usable
+
+
+@pytest.mark.parametrize("british", [False, True])
+def test_lexicon_lookups_do_not_parse_the_files(british):
+    en = _misaki_en()
+    ours, theirs = _lexicon(en, british), en.Lexicon(british)
+    for mine, grown in ((ours.golds, theirs.golds), (ours.silvers, theirs.silvers)):
+        for key in list(grown)[::89]:
+            for word in {key, key.lower(), key.upper(), key.capitalize()}:
+                assert mine.get(word) == grown.get(word), word
+                assert (word in mine) == (word in grown), word
+        assert mine._entries is None

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import sys
 import threading
 import types
 import warnings
 from collections.abc import Mapping
+from json.decoder import scanstring
 
 from kokoro_ext.text.chunking import Word, group_words
 from kokoro_ext.text.tokenizer import tokenize
 
 _PUNCTUATION_TAGGER = "kokoro_ext_punctuation_tagger"
+_JSON = json.JSONDecoder()
 _IMPORT_LOCK = threading.Lock()
 
 
@@ -37,19 +40,40 @@ class _LazySpacy(types.ModuleType):
         return getattr(importlib.import_module("spacy"), name)
 
 
+class _LazyNum2Words(types.ModuleType):
+    """Stands for ``num2words`` while misaki.en is imported: misaki's ``num2words`` then
+    imports the real one on its first call."""
+
+    def __init__(self):
+        super().__init__("num2words")
+        self.num2words = _num2words
+
+
+def _num2words(number, **options) -> str:
+    if isinstance(sys.modules.get("num2words"), _LazyNum2Words):
+        del sys.modules["num2words"]  # called while another thread imports misaki.en
+    from num2words import num2words
+
+    return num2words(number, **options)
+
+
 def _misaki_en() -> types.ModuleType:
-    # misaki/en.py has `import spacy` at the top but needs spaCy only for what
-    # _OfflineG2P replaces: let that import find a stand-in instead of loading spaCy
+    # misaki/en.py imports spacy and num2words at the top, but needs spaCy only for what
+    # _OfflineG2P replaces and num2words (which loads its fifty languages: 0.02 s) only
+    # for numbers: let those imports find stand-ins instead
     with _IMPORT_LOCK:
-        if "misaki.en" not in sys.modules and "spacy" not in sys.modules:
-            stand_in = _LazySpacy("spacy")
-            sys.modules["spacy"] = stand_in
-            try:
-                return importlib.import_module("misaki.en")
-            finally:
-                if sys.modules.get("spacy") is stand_in:
-                    del sys.modules["spacy"]
-        return importlib.import_module("misaki.en")
+        if "misaki.en" in sys.modules:
+            return sys.modules["misaki.en"]
+        stand_ins = [
+            m for m in (_LazySpacy("spacy"), _LazyNum2Words()) if m.__name__ not in sys.modules
+        ]
+        sys.modules.update((m.__name__, m) for m in stand_ins)
+        try:
+            return importlib.import_module("misaki.en")
+        finally:
+            for module in stand_ins:
+                if sys.modules.get(module.__name__) is module:
+                    del sys.modules[module.__name__]
 
 
 def _align(words: list[str], tokens: list[str]) -> list[int]:
@@ -126,46 +150,63 @@ class _GrownDictionary(Mapping):
     grow_dictionary adds, for each entry of two or more letters, its capitalized form
     (``hello`` -> ``Hello``) or, for a capitalized one, its lower-case form, unless the
     file has that key itself: nearly doubling 90,000 entries, 30 MiB and 0.07 s per file
-    at every start.  ``_grown`` finds the same entry from the key asked for.  Iterating
-    grows the dictionary for real (misaki never iterates; the tests compare every key).
+    at every start.  ``_grown`` finds the same entry from the key asked for, in the file's
+    bytes (``_SortedEntries``) rather than in the parsed file.  Iterating grows the
+    dictionary for real (misaki never iterates; the tests compare every key).
     """
 
     def __init__(self, file: str, lexicon_class: type):
         self._file = file
         self._grow = lexicon_class.grow_dictionary
         self._entries: dict | None = None
+        self._sorted: _SortedEntries | None = None
         self._lock = threading.Lock()
+
+    def _bytes(self) -> bytes:
+        from importlib.resources import files
+
+        from misaki import data
+
+        return files(data).joinpath(self._file).read_bytes()
 
     @property
     def entries(self) -> dict:
-        """The file's own entries (read on first use)."""
+        """The file's own entries (parsed on first use)."""
         if self._entries is None:
-            import json
-            from importlib.resources import files
-
-            from misaki import data
-
             with self._lock:
                 if self._entries is None:
-                    text = files(data).joinpath(self._file).read_text("utf-8")
-                    self._entries = json.loads(text)
+                    self._entries = json.loads(self._bytes())
         return self._entries
+
+    def _entry(self, word: str):
+        """The file's own entry for ``word``, None where it has none."""
+        if self._entries is not None:
+            return self._entries.get(word)
+        if self._sorted is None:
+            with self._lock:
+                if self._sorted is None:
+                    self._sorted = _SortedEntries(self._bytes())
+        if not self._sorted.usable:
+            return self.entries.get(word)
+        return self._sorted.get(word)
 
     def _grown(self, word: str):
         """The value ``grow_dictionary`` gives ``word``, None where it has none."""
-        entries = self.entries
-        value = entries.get(word)
-        if value is not None or not isinstance(word, str):
+        if not isinstance(word, str):
+            return None
+        value = self._entry(word)
+        if value is not None:
             return value  # the file's own entries win (grow_dictionary: {**grown, **file})
         # from a lower-case entry: word is its capitalized form
         lower = word.lower()
-        if lower in entries and len(lower) >= 2 and lower.capitalize() == word != lower:
-            return entries[lower]
+        if len(lower) >= 2 and lower.capitalize() == word != lower:
+            value = self._entry(lower)
+            if value is not None:
+                return value
         # from a capitalized entry: word is its lower-case form
         capital = word.capitalize()
-        if (capital in entries and len(capital) >= 2 and capital != capital.lower()
-                and capital.lower() == word):  # fmt: skip
-            return entries[capital]
+        if len(capital) >= 2 and capital != capital.lower() and capital.lower() == word:
+            return self._entry(capital)
         return None
 
     def __getitem__(self, word):
@@ -186,6 +227,60 @@ class _GrownDictionary(Mapping):
 
     def __len__(self) -> int:
         return len(self._grow(self.entries))
+
+
+class _SortedEntries:
+    """The entries of a JSON object file looked up in its bytes, without parsing the file.
+
+    misaki's lexicons are as ``json.dump(..., indent=2, sort_keys=True)`` writes them:
+    each entry starts a line with two spaces and its key, deeper lines are indented
+    further, and the keys come in Python's string order.  A binary search over the bytes
+    finds a key's line in a few dozen probes, where parsing the 3 MB file took 0.05 s at
+    every start for the handful of words a sentence looks up.  ``usable`` is false for a
+    file not in that form (the caller parses it then).  A key's value is parsed once:
+    misaki gets the same object for the same key, as from a dict.
+    """
+
+    _ENTRY = b'\n  "'  # the newline before a top-level key
+
+    def __init__(self, data: bytes):
+        self._data = data
+        self.usable = data.startswith(b"{" + self._ENTRY) and data.rstrip().endswith(b"\n}")
+        self._found: dict[str, object] = {}
+
+    def get(self, word: str):
+        """The value of key ``word``, None where the file has no such key."""
+        if word in self._found:
+            return self._found[word]
+        data, entry = self._data, self._ENTRY
+        value = None
+        lo, hi = 0, len(data)  # where the newline before ``word``'s entry is, if anywhere
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = data.find(entry, mid, hi + len(entry) - 1)
+            if at < 0:  # no entry starts in [mid, hi)
+                hi = mid
+                continue
+            line = data[at + 1 : data.find(b"\n", at + 1)].decode("utf-8")
+            key, _ = scanstring(line, len(entry) - 1)
+            if key == word:
+                value = self._value(at)
+                break
+            if key < word:
+                lo = at + 1
+            else:  # none between mid and this entry: before mid, if anywhere
+                hi = mid
+        self._found[word] = value
+        return value
+
+    def _value(self, at: int):
+        following = self._data.find(self._ENTRY, at + 1)
+        text = self._data[at + 1 : following if following >= 0 else None].decode("utf-8")
+        _, end = scanstring(text, len(self._ENTRY) - 1)
+        start = text.index(":", end) + 1
+        while text[start].isspace():
+            start += 1
+        return _JSON.raw_decode(text, start)[0]
 
 
 class _LazyFallback:
