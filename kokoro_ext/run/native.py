@@ -124,21 +124,27 @@ def load() -> Path:
         path = library_path()
         check_runs_here(path)
         # The kernels link a private OpenBLAS (scipy-openblas32; numpy has its own), which
-        # reads OPENBLAS_CORETYPE once, when it is loaded with them: set it for that load
-        # only, from the host's verified features (KOKORO_EXT_OPENBLAS_CORETYPE overrides).
+        # reads its settings once, when it is loaded with them: set them for that load only.
+        # OPENBLAS_CORETYPE from the host's verified features (KOKORO_EXT_OPENBLAS_CORETYPE
+        # overrides); one thread, as the kernels call BLAS from TVM's pool and set it so
+        # themselves, but only after OpenBLAS started its own pool, whose threads spin
+        # for a tenth of a second at every start, on a core the stages need.
         coretype = os.environ.get("KOKORO_EXT_OPENBLAS_CORETYPE") or openblas_coretype()
-        inherited = os.environ.get("OPENBLAS_CORETYPE")
+        settings = {"OPENBLAS_NUM_THREADS": "1"}
         if coretype:
-            os.environ["OPENBLAS_CORETYPE"] = coretype
+            settings["OPENBLAS_CORETYPE"] = coretype
+        inherited = {name: os.environ.get(name) for name in settings}
+        os.environ.update(settings)
         try:
             # RTLD_GLOBAL is not needed: registration happens in the library's static
             # initializers, into the libtvm_ffi.so that Python already has loaded.
             ctypes.CDLL(str(path))
         finally:
-            if inherited is None:
-                os.environ.pop("OPENBLAS_CORETYPE", None)
-            else:
-                os.environ["OPENBLAS_CORETYPE"] = inherited
+            for name, value in inherited.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         _loaded = path
     return _loaded
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_ext.run import artifacts, cpu
+from kokoro_ext.run import artifacts, contract, cpu
 from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
@@ -130,14 +130,17 @@ class Synthesizer:
         self._runners: dict[str, NamedStage] = {}
         self._front_ends: dict[str, FrontEnd] = {}
         self._lock = threading.Lock()
-        self._load_lock = threading.Lock()
+        # a lock per stage: the first chunk's text stage need not wait for the decoder's load
+        self._load_locks = {name: threading.Lock() for name in self.manifest.stages}
         self._text_lock = threading.Lock()
 
     def _stage(self, name: str) -> NamedStage:
         """The compiled stage ``name``, called by the names of its signature."""
-        with self._load_lock:  # two threads' first use of a stage must load it once
+        if name in self._runners:
+            return self._runners[name]
+        entry = self.manifest.stages[name]
+        with self._load_locks[name]:  # two threads' first use of a stage must load it once
             if name not in self._runners:
-                entry = self.manifest.stages[name]
                 artifacts.verify(self.directory, self.manifest, [entry.file, entry.weights.file])
                 library = load_library(self.directory / entry.file)
                 arrays = load_weights(self.directory / entry.weights.file, entry.weights.tensors)
@@ -151,9 +154,10 @@ class Synthesizer:
         """Load every stage now (each is otherwise loaded on its first use).
 
         Safe to call from another thread while this one phonemizes: a process that
-        speaks at once can overlap the two.
+        speaks at once can overlap the two.  The stages load in the order they run, so
+        that the first can start while the loader is at the next.
         """
-        for name in self.manifest.stages:
+        for name in sorted(self.manifest.stages, key=list(contract.STAGES).index):
             self._stage(name)
 
     def _g2p(self, voice: Voice = None) -> FrontEnd:
