@@ -38,6 +38,7 @@
 #include <tvm/ffi/reflection/registry.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace kokoro_ext {
@@ -357,17 +358,26 @@ void AddmmOn(const float* px, const ColumnWeight& w, const float* pb, float* po,
   SmallRowsProduct(px, w, pb, po, M, K, N);
 }
 
-void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
-           tvm::ffi::TensorView out) {
-  constexpr const char* kName = "kokoro_ext.addmm";
+/*! \brief addmm's checks but the weight's dtype (the caller's): {M, K, N}. */
+std::array<int64_t, 3> CheckAddmmArgs(const char* kName, const tvm::ffi::TensorView& bias,
+                                      const tvm::ffi::TensorView& x,
+                                      const tvm::ffi::TensorView& w,
+                                      const tvm::ffi::TensorView& out) {
   CheckFloat32Cpu(kName, "bias", bias, 1);
   CheckFloat32Cpu(kName, "x", x, 2);
-  CheckFloat32Cpu(kName, "w", w, 2);
   CheckFloat32Cpu(kName, "out", out, 2);
   const int64_t M = x.shape()[0], K = x.shape()[1], N = w.shape()[1];
   CheckShape(kName, "w", w, {K, N});
   CheckShape(kName, "bias", bias, {N});
   CheckShape(kName, "out", out, {M, N});
+  return {M, K, N};
+}
+
+void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
+           tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.addmm";
+  CheckFloat32Cpu(kName, "w", w, 2);
+  const auto [M, K, N] = CheckAddmmArgs(kName, bias, x, w, out);
   AddmmOn(DataPtr<const float>(x), ColumnWeight{DataPtr<const float>(w)},
           DataPtr<const float>(bias), DataPtr<float>(out), M, K, N);
 }
@@ -376,16 +386,10 @@ void Addmm(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorVi
 void AddmmQ8(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView w,
              tvm::ffi::TensorView scale, tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.addmm_q8";
-  CheckFloat32Cpu(kName, "bias", bias, 1);
-  CheckFloat32Cpu(kName, "x", x, 2);
   CheckInt8Cpu(kName, "w", w, 2);
+  const auto [M, K, N] = CheckAddmmArgs(kName, bias, x, w, out);
   CheckFloat32Cpu(kName, "scale", scale, 1);
-  CheckFloat32Cpu(kName, "out", out, 2);
-  const int64_t M = x.shape()[0], K = x.shape()[1], N = w.shape()[1];
-  CheckShape(kName, "w", w, {K, N});
   CheckShape(kName, "scale", scale, {N});
-  CheckShape(kName, "bias", bias, {N});
-  CheckShape(kName, "out", out, {M, N});
   AddmmOn(DataPtr<const float>(x),
           ColumnWeight{nullptr, DataPtr<const int8_t>(w), DataPtr<const float>(scale)},
           DataPtr<const float>(bias), DataPtr<float>(out), M, K, N);
