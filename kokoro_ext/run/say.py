@@ -69,6 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stream", action="store_true", help="append each chunk to the WAV file as it is ready"
     )
+    parser.add_argument("--srt", type=Path, help="also write captions as SubRip (.srt)")
+    parser.add_argument("--vtt", type=Path, help="also write captions as WebVTT (.vtt)")
+    parser.add_argument(
+        "--timestamps", type=Path, help="also write each word's start and end (s) as JSON"
+    )
     args = parser.parse_args(argv)
     if args.list_voices:
         return _list_voices()
@@ -79,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # load the stages while the text is phonemized (the G2P's start-up is seconds)
         threading.Thread(target=synth.load, daemon=True).start()
         chunks = synth.stream(text, args.voice, args.speed, args.seed)
+        timed: list = []  # every chunk's words, noted as the chunks go by
+        chunks = _noting_words(chunks, timed)
         if args.stream:
             seconds = _stream_to(args.output, chunks, start)
         else:
@@ -87,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_wav(args.output, audio)
             print(" ".join(c.phonemes for c in done))
             seconds = len(audio) / SAMPLE_RATE
+        _write_timestamps(args, timed, seconds)
     except (ValueError, NonFiniteOutput) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -111,6 +119,33 @@ def _list_voices() -> int:
     for prefix in sorted({n.split('_')[0] for n in names}):
         print(f"  {prefix}: " + " ".join(n for n in names if n.startswith(prefix + "_")))
     return 0
+
+
+def _noting_words(chunks, timed: list):
+    for chunk in chunks:
+        timed.extend(chunk.words)
+        yield chunk
+
+
+def _write_timestamps(args, timed: list, seconds: float) -> None:
+    """--srt, --vtt and --timestamps (kokoro_ext.run.timestamps)."""
+    import json
+
+    from kokoro_ext.run import timestamps
+
+    outputs = [
+        (args.srt, lambda: timestamps.srt(timestamps.captions(timed))),
+        (args.vtt, lambda: timestamps.vtt(timestamps.captions(timed))),
+        (args.timestamps, lambda: json.dumps(
+            timestamps.as_json(timed, seconds), ensure_ascii=False, indent=1) + "\n"),
+    ]
+    for path, text in outputs:
+        if path is None:
+            continue
+        try:
+            path.write_text(text(), encoding="utf-8")
+        except OSError as err:
+            raise ValueError(f"cannot write {path}: {err}") from err
 
 
 def _stream_to(path: Path, chunks, start: float) -> float:

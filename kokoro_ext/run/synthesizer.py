@@ -18,6 +18,7 @@ from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.run.runner import NamedStage, StageRunner, load_library
+from kokoro_ext.run.timestamps import TimedWord, chunk_words, originals_of
 from kokoro_ext.run.voices import NamedVoice, check_voice_pack, load_voice_array, voice_language
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import load_weights
@@ -52,6 +53,8 @@ class Chunk:
     index: int  # position in the stream, from 0
     seed: int  # seed of this chunk's harmonic source noise: stream's seed + chunk index
     trace: Trace
+    # when each word is spoken, in seconds of the stream's joined audio (kokoro_ext.run.timestamps)
+    words: tuple[TimedWord, ...] = ()
 
     def joined(self) -> np.ndarray:
         """The pause before this chunk, then its audio: what it adds to the whole."""
@@ -233,6 +236,8 @@ class Synthesizer:
     ) -> Iterator[Chunk]:
         index = 0
         previous: Break | float | None = None
+        elapsed = 0  # samples of joined audio before the next chunk's pause
+        originals = originals_of(text, front)
         for sentence in sentences:
             with self._text_lock:
                 words = front.words(sentence)
@@ -266,14 +271,22 @@ class Synthesizer:
                         )
                     halves += split[::-1]
                     continue
+                pause = 0.0 if previous is None else pause_after(previous)
+                elapsed += round(pause * SAMPLE_RATE)  # as Chunk.joined puts it
+                timed = chunk_words(
+                    piece.words, trace.durations, self.vocab, SILENT_SYMBOLS,
+                    elapsed / SAMPLE_RATE, self.geometry.samples_per_frame / SAMPLE_RATE, originals,
+                )
+                elapsed += len(trace.audio)
                 yield Chunk(
                     text=piece.text,
                     phonemes=piece.phonemes,
                     audio=trace.audio,
-                    pause=0.0 if previous is None else pause_after(previous),
+                    pause=pause,
                     index=index,
                     seed=seed + index,
                     trace=trace,
+                    words=timed,
                 )
                 index += 1
                 previous = piece.end

@@ -4,6 +4,8 @@
 ``instructions``, ``response_format``, ``speed``, ``stream_format``) and streams the audio
 as it is synthesized, raw or as Server-Sent Events;
 ``GET /v1/audio/voices`` lists the voices, ``GET /v1/models`` the accepted model names,
+``POST /dev/captioned_speech`` (Kokoro-FastAPI's) streams JSON lines of base64 audio
+with each chunk's word timestamps;
 ``GET /health`` says whether the server is up and how busy it is (never behind the API
 key, for load balancers' probes).  Errors are OpenAI's JSON shape,
 ``{"error": {"message", "type", "param", "code"}}``, never a traceback: a 4xx for what
@@ -169,6 +171,38 @@ def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) ->
     payload = _parse_json(body)
     if not isinstance(payload, dict):
         raise HTTPError(400, "the body must be a JSON object")
+    return _speech_fields(payload, voices, options)
+
+
+@dataclass
+class CaptionedRequest:
+    """A validated ``POST /dev/captioned_speech`` body: the speech fields and how to answer."""
+
+    speech: SpeechRequest
+    stream: bool = True  # JSON lines chunk by chunk, else one JSON object at the end
+    timestamps: bool = True  # False: each object's "timestamps" is empty
+
+
+def parse_captioned(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> CaptionedRequest:
+    """Kokoro-FastAPI's captioned speech body: the speech fields (``model`` optional,
+    ``stream_format`` not taken) with ``stream`` and ``return_timestamps``; ``lang_code``,
+    ``volume_multiplier``, ``normalization_options`` and ``return_download_link`` are
+    accepted and ignored (the voice's name picks the language)."""
+    payload = _parse_json(body)
+    if not isinstance(payload, dict):
+        raise HTTPError(400, "the body must be a JSON object")
+    if "stream_format" in payload:
+        raise HTTPError(400, "'stream_format' is not taken here: use 'stream'", "stream_format")
+    flags = {}
+    for name, default in (("stream", True), ("return_timestamps", True)):
+        flags[name] = _optional(payload, name, default)
+        if not isinstance(flags[name], bool):
+            raise HTTPError(400, f"'{name}' must be true or false, got {_show(flags[name])}", name)
+    spec = _speech_fields({"model": MODELS[0], **payload}, voices, options)
+    return CaptionedRequest(spec, flags["stream"], flags["return_timestamps"])
+
+
+def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
     for name in ("model", "input", "voice"):
         if name not in payload:
             raise HTTPError(400, f"missing required field {name!r}", name)
@@ -276,9 +310,10 @@ class SpeechStream:
     """
 
     def __init__(self, job: Job, scheduler: Scheduler, response_format: str, send_timeout: float,
-                 sse: bool = False):
+                 sse: bool = False, captioned: CaptionedRequest | None = None):
         self.job, self.scheduler = job, scheduler
         self.format, self.send_timeout, self.sse = response_format, send_timeout, sse
+        self.captioned = captioned
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = asyncio.ensure_future(_disconnected(receive))
@@ -288,6 +323,9 @@ class SpeechStream:
                 return
             if isinstance(first, Exception):
                 await _error_response(first)(scope, receive, send)
+                return
+            if self.captioned is not None:
+                await self._captioned(send, first, gone)
                 return
             media = "text/event-stream" if self.sse else audio.MEDIA_TYPES[self.format]
             headers = [(b"content-type", media.encode())]
@@ -326,6 +364,50 @@ class SpeechStream:
         finally:
             gone.cancel()
             self.scheduler.cancel(self.job)
+
+    async def _captioned(self, send: Send, first: Any, gone: asyncio.Future) -> None:
+        """Kokoro-FastAPI's captioned speech: a JSON object per piece of encoded audio,
+        ``{"audio": base64, "audio_format": media type, "timestamps": [{"word",
+        "start_time", "end_time"}]}`` on a line each (``stream``), or one object of all the
+        audio and words at the end.  Words of a chunk whose encoding gave no bytes yet
+        (an encoder's buffering) go with the next piece; a failure after the start can only
+        cut the response short."""
+        media = audio.MEDIA_TYPES[self.format]
+        headers = [(b"content-type", b"application/json")]
+        await self._send(send, {"type": "http.response.start", "status": 200, "headers": headers})
+        encoder = audio.encoder(self.format)
+        stream, wanted = self.captioned.stream, self.captioned.timestamps
+        pending: list[dict] = []  # words not sent yet
+        whole = bytearray()  # without stream: all of the audio
+
+        async def out(data: bytes, last: bool = False) -> None:
+            nonlocal pending
+            if stream and (data or last and pending):
+                line = {"audio": base64.b64encode(data).decode(), "audio_format": media,
+                        "timestamps": pending}
+                await self._body(send, json.dumps(line, ensure_ascii=False).encode() + b"\n")
+                pending = []
+            elif not stream:
+                whole.extend(data)
+
+        chunk = first
+        while chunk is not END:
+            if wanted:
+                pending += [{"word": w.text, "start_time": w.start, "end_time": w.end}
+                            for w in chunk.words]
+            await out(await _encode(encoder.feed, chunk.joined(), self.format))
+            chunk = await self._next(gone)
+            if chunk is None:
+                return
+            if isinstance(chunk, Exception):
+                _log_failure(chunk, "captioned speech response cut short")
+                return
+        await out(await _encode(lambda _: encoder.finish(), None, self.format), last=True)
+        if not stream:
+            line = {"audio": base64.b64encode(bytes(whole)).decode(), "audio_format": media,
+                    "timestamps": pending}
+            await self._body(send, json.dumps(line, ensure_ascii=False).encode())
+        await self._body(send, b"", more=False)
 
     async def _next(self, gone: asyncio.Future) -> Any:
         """The next chunk, END, the generator's exception, or None if the client left."""
@@ -409,7 +491,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     voices = VoiceDirectory(options.voices, aliases=OPENAI_VOICES)
     api_key = options.api_key or os.environ.get(API_KEY_ENV) or None
 
-    async def speech(request: Request):
+    async def speech(request: Request, captioned: bool = False):
         state = request.app.state
         try:
             try:  # a client that trickles its body holds a connection, not the worker
@@ -418,7 +500,11 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
                 )
             except asyncio.TimeoutError:
                 raise HTTPError(408, f"the body did not arrive within {options.send_timeout} s") from None
-            spec = parse_speech(body, voices, options)
+            if captioned:
+                wanted = parse_captioned(body, voices, options)
+                spec = wanted.speech
+            else:
+                wanted, spec = None, parse_speech(body, voices, options)
             arrived = time.monotonic()
             # the Synthesizer checks the speed and the text here, before any chunk
             chunks = state.synthesizer.stream(
@@ -436,7 +522,10 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
         except Exception as error:
             return _error_response(error)
         return SpeechStream(job, state.scheduler, spec.response_format, options.send_timeout,
-                            sse=spec.stream_format == "sse")
+                            sse=spec.stream_format == "sse", captioned=wanted)
+
+    async def captioned_speech(request: Request):
+        return await speech(request, captioned=True)
 
     async def list_voices(request: Request):
         return JSONResponse({"voices": voices.names, "openai": OPENAI_VOICES})
@@ -471,6 +560,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     return Starlette(
         routes=[
             Route("/v1/audio/speech", speech, methods=["POST"]),
+            Route("/dev/captioned_speech", captioned_speech, methods=["POST"]),
             Route("/v1/audio/voices", list_voices, methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
