@@ -23,6 +23,13 @@ pytorch, per sentence and over the set (source-phase branch-cut flips resolved a
 kokoro_ext.tools.validate).  Writes ``quality.json`` (every transcript), ``quality.txt`` (the
 tables) and ``quality.png`` (a chart) to ``--out`` (default bench/results).
 
+Word timing: each word's start as this project predicts it (kokoro_ext.run.timestamps,
+from the tvm build's durations) against its start in pocketsphinx's forced alignment of
+the same audio to the spoken words (``Decoder.set_align_text``, then ``Decoder.seg()``
+in 10 ms frames); the median and 95th percentile of the distance over every word the two
+share (``word_start_error_*``; a sentence whose words are not all in pocketsphinx's
+dictionary is left out).
+
 ``--set written`` speaks WRITTEN instead: sentences full of numbers, money, dates and
 abbreviations, scored against their spoken form (kokoro_ext.text.normalize), into
 ``quality-written.*``.
@@ -156,6 +163,48 @@ class Recognizer:
         return hyp.hypstr if hyp is not None else ""
 
 
+class Aligner:
+    """pocketsphinx's forced alignment: where each word of a known text starts."""
+
+    def __init__(self) -> None:
+        from pocketsphinx import Decoder
+
+        self.decoder = Decoder(samprate=ASR_RATE, loglevel="FATAL")
+        self.frame = 1.0 / float(self.decoder.config["frate"])
+
+    def __call__(self, audio: np.ndarray, rate: int, text: str) -> list[tuple[str, float]] | None:
+        """(word, start seconds) of ``text``'s words in ``audio``; None if it cannot align."""
+        try:
+            self.decoder.set_align_text(" ".join(words(text)))
+        except RuntimeError:  # a word the dictionary lacks
+            return None
+        pcm = (np.clip(resample(audio, rate), -1, 1) * 32767).astype("<i2").tobytes()
+        self.decoder.start_utt()
+        self.decoder.process_raw(pcm, full_utt=True)
+        self.decoder.end_utt()
+        return [
+            (re.sub(r"\(\d+\)$", "", seg.word), seg.start_frame * self.frame)
+            for seg in self.decoder.seg()
+            if not seg.word.startswith(("<", "["))  # silence, noise, utterance ends
+        ]
+
+
+def start_errors(predicted, aligned: list[tuple[str, float]]) -> list[float]:
+    """|predicted start - aligned start| (s) of each word the two lists share, in order.
+
+    ``predicted``: TimedWords; one of several spoken words ("thirty-four") is timed by
+    its first."""
+    import difflib
+
+    ours = [(words(w.text)[0], w.start) for w in predicted if words(w.text)]
+    matcher = difflib.SequenceMatcher(None, [w for w, _ in ours], [w for w, _ in aligned],
+                                      autojunk=False)
+    return [
+        abs(ours[i + k][1] - aligned[j + k][1])
+        for i, j, n in matcher.get_matching_blocks() for k in range(n)
+    ]
+
+
 def snr_db(got: np.ndarray, want: np.ndarray) -> float:
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     error = np.linalg.norm(got - want)
@@ -279,6 +328,7 @@ def run(args: argparse.Namespace) -> dict:
     if not have_espeak:
         skipped("espeak-ng", "no espeak-ng executable (apt-get install espeak-ng)")
     voice = load_voice_array(args.voice)
+    aligner = Aligner() if synth is not None else None
     engines = [e for e, up in (("tvm", synth), ("pytorch", pytorch), ("onnx-int8", session),
                                ("espeak-ng", have_espeak)) if up is not None and up is not False]
     if not engines:
@@ -298,6 +348,7 @@ def run(args: argparse.Namespace) -> dict:
             trace = synth.synthesize_phonemes(phonemes, voice=voice, seed=args.seed)
             row["seconds"]["tvm"] = time.perf_counter() - started
             audio["tvm"] = (trace.audio, SAMPLE_RATE)
+            row["word_start_errors"] = word_start_errors(synth, text, said, phonemes, trace, aligner)
         if pytorch is not None:
             spectrum = trace.stages["source"]["spectrum"] if trace is not None else None
             started = time.perf_counter()
@@ -328,6 +379,7 @@ def run(args: argparse.Namespace) -> dict:
     reference_words = sum(len(words(r["said"])) for r in rows)
     wer = {e: sum(r["errors"][e] for r in rows) / reference_words for e in engines}
     pairs = [(r["snr_db"], r) for r in rows if r["snr_db"] is not None]
+    starts = [e for r in rows for e in (r.get("word_start_errors") or [])]
     return {
         "artifacts": str(args.artifacts),
         "weights": str(weights) if weights else None,
@@ -342,8 +394,35 @@ def run(args: argparse.Namespace) -> dict:
         "snr_db_min": min((s for s, _ in pairs), default=None),
         "snr_db_median": float(np.median([s for s, _ in pairs])) if pairs else None,
         "snr_mismatched_durations": len(rows) - len(pairs),
+        "word_start_words": len(starts),
+        "word_start_error_median": float(np.median(starts)) if starts else None,
+        "word_start_error_p95": float(np.percentile(starts, 95)) if starts else None,
+        "word_start_unaligned": sum(r.get("word_start_errors") is None for r in rows),
         "rows": rows,
     }
+
+
+def word_start_errors(synth, text, said, phonemes, trace, aligner) -> list[float] | None:
+    """The tvm words' predicted starts against pocketsphinx's alignment (None: not aligned)."""
+    from kokoro_ext.run.synthesizer import SILENT_SYMBOLS
+    from kokoro_ext.run.timestamps import chunk_words
+
+    from kokoro_ext.text import Word
+
+    # the Words of the phonemes synthesize_phonemes got (Synthesizer.phonemize's join)
+    front, spoken_words = synth._g2p(), []
+    for part in front.sentences(text):
+        found = front.words(part)
+        if found:
+            if spoken_words:
+                spoken_words.append(Word("", " "))
+            spoken_words += [*found[:-1], Word(found[-1].text, found[-1].phonemes.rstrip())]
+    if "".join(w.phonemes for w in spoken_words).strip() != phonemes:
+        return None
+    frame = synth.geometry.samples_per_frame / SAMPLE_RATE
+    predicted = chunk_words(spoken_words, trace.durations, synth.vocab, SILENT_SYMBOLS, 0.0, frame)
+    aligned = aligner(trace.audio, SAMPLE_RATE, said)
+    return None if aligned is None else start_errors(predicted, aligned)
 
 
 def format_tables(result: dict) -> str:
@@ -366,6 +445,13 @@ def format_tables(result: dict) -> str:
                if result["snr_mismatched_durations"] else ""))
     else:
         lines.append("waveform tvm vs pytorch: no SNR (both are needed, with the same durations)")
+    if result.get("word_start_error_median") is not None:
+        lines.append(
+            f"word starts, tvm's durations vs pocketsphinx's alignment: median "
+            f"{result['word_start_error_median'] * 1000:.0f} ms, 95th percentile "
+            f"{result['word_start_error_p95'] * 1000:.0f} ms over {result['word_start_words']} words"
+            + (f" ({result['word_start_unaligned']} sentences not aligned)"
+               if result["word_start_unaligned"] else ""))
     lines += [
         "",
         f"{'#':>2} {'SNR dB':>7} " + " ".join(f"{e:>9}" for e in engines) + "  sentence",
