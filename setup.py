@@ -125,6 +125,7 @@ setup(
         ],
         "test": [
             "pytest", "onnx", "onnxscript", "onnxruntime", "import-linter>=2.1", "openai", "httpx",
+            "matplotlib",  # tests/test_bench_user.py draws the bench's chart
         ],
         # python -m kokoro_ext.serve: the OpenAI-compatible speech server and its encoders
         # (PyAV: FFmpeg's AAC encoder, in wheels that bundle FFmpeg)

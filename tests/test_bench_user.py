@@ -7,6 +7,7 @@ import importlib.util
 import json
 import re
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,10 @@ def test_results_are_written_before_the_chart(tmp_path, monkeypatch):
     def broken_plot(result, path):
         raise RuntimeError("plotting broke")
 
+    # matplotlib present (a stand-in: the test environment need not have it), plot broken
+    stand_in = types.ModuleType("matplotlib")
+    stand_in.use = lambda backend: None
+    monkeypatch.setitem(sys.modules, "matplotlib", stand_in)
     with pytest.raises(RuntimeError):
         harness.write_results(tmp_path, "x", {"a": Path("p")}, "the table", broken_plot,
                               log=lines.append)
