@@ -89,19 +89,6 @@ void Conv1dTaps(const float* px, const PackedFilter& taps, const float* pb, floa
   });
 }
 
-/*! \brief taps[o / kPack][k][c][o % kPack] = w[o][c][k], zero past C_out. */
-template <typename T>
-void PackTaps(const T* w, T* taps, int64_t C_out, int64_t C_in, int64_t K) {
-  std::fill(taps, taps + PackedBlocks(C_out) * K * C_in * kPack, T{0});
-  ParallelFor(C_out, [&](int64_t o) {
-    for (int64_t c = 0; c < C_in; ++c) {
-      for (int64_t k = 0; k < K; ++k) {
-        taps[((o / kPack * K + k) * C_in + c) * kPack + o % kPack] = w[(o * C_in + c) * K + k];
-      }
-    }
-  }, C_out * C_in * K >= kMinParallelFlops / 16);
-}
-
 /*!
  * \brief Conv1dTaps on a [C_out][C_in][K] filter, packed here at every call (a
  *  1024 x 1090 x 3 filter takes milliseconds): where the filter is a weight, compilation

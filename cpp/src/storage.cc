@@ -88,12 +88,7 @@ class StoragePool final : public Allocator {
     used_bytes_ -= buffer.size;
     free_.emplace(buffer.size, buffer.data);
     cached_bytes_ += buffer.size;
-    while (cached_bytes_ > std::max(kMinCachedBytes, peak_used_bytes_)) {
-      auto largest = std::prev(free_.end());
-      cached_bytes_ -= largest->first;
-      std::free(largest->second);
-      free_.erase(largest);
-    }
+    while (cached_bytes_ > std::max(kMinCachedBytes, peak_used_bytes_)) FreeLargestCached();
   }
 
   void Clear() final {
@@ -124,7 +119,11 @@ class StoragePool final : public Allocator {
    */
   void ReleaseLargestCached() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.empty()) return;
+    if (!free_.empty()) FreeLargestCached();
+  }
+
+  /*! \brief Return the largest cached buffer to the system; mutex_ held, free_ not empty. */
+  void FreeLargestCached() {
     auto largest = std::prev(free_.end());
     cached_bytes_ -= largest->first;
     std::free(largest->second);

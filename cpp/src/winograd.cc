@@ -222,59 +222,26 @@ constexpr int64_t kMinTileColumns = 64;
 
 /*!
  * \brief gw[i][o / kPack][chunk C_in + c][o % kPack] = sum_j G[i][j] w[o][c][chunk r + j],
- *  zero past K and past C_out.
+ *  zero past K and past C_out, from the filter packed as taps (products.h's PackTaps:
+ *  [ceil(C_out / kPack)][K][C_in][kPack], float32 or int8 with a scale per output
+ *  channel, whose float32 values are the same), kPack output channels in vector lanes.
+ *  The sums are in double: float products are exact there, so whether the compiler fuses
+ *  them into FMAs (it may differ between -march targets) cannot change gw, and a float32
+ *  filter and its int8 form give the same gw.
  */
-void FilterTransform(const WinogradTransform& f, const float* w, float* gw, int64_t C_out,
-                     int64_t C_in, int64_t K) {
-  const int64_t r = f.r, n = f.n, chunks = f.Chunks(K);
-  const int64_t blocks = PackedBlocks(C_out), depth = chunks * C_in;
-  std::fill(gw, gw + n * blocks * depth * kPack, 0.f);
-  for (int64_t o = 0; o < C_out; ++o) {
-    for (int64_t c = 0; c < C_in; ++c) {
-      const float* wk = w + (o * C_in + c) * K;
-      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-        for (int64_t i = 0; i < n; ++i) {
-          // In double: float products are exact there, so whether the compiler fuses
-          // them into FMAs (it may differ between -march targets) cannot change gw.
-          double acc = 0.0;
-          for (int64_t j = 0; j < r && chunk * r + j < K; ++j) {
-            acc += static_cast<double>(f.G[i * r + j]) * wk[chunk * r + j];
-          }
-          gw[((i * blocks + o / kPack) * depth + chunk * C_in + c) * kPack + o % kPack] =
-              static_cast<float>(acc);
-        }
-      }
-    }
-  }
-}
-
-/*!
- * \brief FilterTransform of an int8 filter packed as taps ([ceil(C_out / kPack)][K][C_in]
- *  [kPack], a scale per output channel): the same double sums of the same float32 taps,
- *  float(q) * scale, so the same gw; kPack output channels at a time in vector lanes.
- */
-void FilterTransformQ8(const WinogradTransform& f, const int8_t* taps, const float* scale,
-                       float* gw, int64_t C_out, int64_t C_in, int64_t K) {
+void FilterTransform(const WinogradTransform& f, const PackedFilter& taps, float* gw,
+                     int64_t C_out, int64_t C_in, int64_t K) {
   typedef double Lanes __attribute__((vector_size(kPack * sizeof(double))));
   typedef float Floats __attribute__((vector_size(kPack * sizeof(float))));
-  constexpr int64_t kChannels = 64;  // input channels per item
   const int64_t r = f.r, n = f.n, chunks = f.Chunks(K);
   const int64_t blocks = PackedBlocks(C_out), depth = chunks * C_in;
-  const int64_t spans = (C_in + kChannels - 1) / kChannels;
-  ParallelFor(blocks * spans, [&](int64_t item) {
-    const int64_t ob = item / spans, c0 = item % spans * kChannels;
-    const int64_t count = std::min(kChannels, C_in - c0);
-    // The item's taps as float32, [K][count][kPack], as a float32 build stores them.
-    float* w = Workspace<4>(K * kChannels * kPack);
-    for (int64_t k = 0; k < K; ++k) {
-      DequantizePacked(taps + ((ob * K + k) * C_in + c0) * kPack, scale + ob * kPack,
-                       count * kPack, w + k * kChannels * kPack);
-    }
-    for (int64_t c = 0; c < count; ++c) {
-      Lanes tap[kMaxPoints];  // channel c0 + c's taps, kPack output channels in the lanes
+  ParallelFor(blocks, [&](int64_t ob) {
+    const float* w = taps.Blocks(ob, 1, K * C_in);  // [K][C_in][kPack]
+    for (int64_t c = 0; c < C_in; ++c) {
+      Lanes tap[kMaxPoints];  // channel c's taps, kPack output channels in the lanes
       for (int64_t k = 0; k < K; ++k) {
         Floats v;
-        std::memcpy(&v, w + (k * kChannels + c) * kPack, sizeof(v));
+        std::memcpy(&v, w + (k * C_in + c) * kPack, sizeof(v));
         tap[k] = __builtin_convertvector(v, Lanes);
       }
       for (int64_t chunk = 0; chunk < chunks; ++chunk) {
@@ -284,7 +251,7 @@ void FilterTransformQ8(const WinogradTransform& f, const int8_t* taps, const flo
             acc += static_cast<double>(f.G[i * r + j]) * tap[chunk * r + j];
           }
           const Floats out = __builtin_convertvector(acc, Floats);
-          std::memcpy(gw + ((i * blocks + ob) * depth + chunk * C_in + c0 + c) * kPack, &out,
+          std::memcpy(gw + ((i * blocks + ob) * depth + chunk * C_in + c) * kPack, &out,
                       sizeof(out));
         }
       }
@@ -442,7 +409,10 @@ bool WinogradPays(int64_t C_in, int64_t C_out, int64_t K, int64_t dilation, int6
 void WinogradFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView gw) {
   const auto [C_out, C_in, K] =
       CheckFilterTransformArgs("kokoro_ext.winograd_filter", w, "gw", gw, FilterShape);
-  FilterTransform(TransformFor(K), DataPtr<const float>(w), DataPtr<float>(gw), C_out, C_in, K);
+  std::vector<float> taps(PackedBlocks(C_out) * K * C_in * kPack);
+  PackTaps(DataPtr<const float>(w), taps.data(), C_out, C_in, K);
+  FilterTransform(TransformFor(K), PackedFilter{taps.data()}, DataPtr<float>(gw), C_out, C_in,
+                  K);
 }
 
 void Conv1dWinogradPacked(tvm::ffi::Shape options, tvm::ffi::TensorView x,
@@ -536,7 +506,7 @@ class FilterCache {
     } else if (it == entries_.end()) {
       entries_[key].scale.assign(scale, scale + channels);  // seen once
     }
-    FilterTransformQ8(f, taps, scale, gw, C_out, C_in, K);
+    FilterTransform(f, PackedFilter{nullptr, taps, scale}, gw, C_out, C_in, K);
     return gw;
   }
 

@@ -12,6 +12,8 @@
 #ifndef KOKORO_EXT_PRODUCTS_H_
 #define KOKORO_EXT_PRODUCTS_H_
 
+#include <kokoro_ext/threading.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -26,11 +28,27 @@ constexpr int64_t kPack = 8;
 inline int64_t PackedBlocks(int64_t C_out) { return (C_out + kPack - 1) / kPack; }
 
 /*!
- * \brief The shape of a [C_out, C_in, K] filter packed as taps (dense.cc's PackTaps):
+ * \brief The shape of a [C_out, C_in, K] filter packed as taps (PackTaps):
  *  [ceil(C_out / kPack)][K][C_in][kPack], zero rows past C_out.
  */
 inline std::vector<int64_t> PackedTapsShape(int64_t C_out, int64_t C_in, int64_t K) {
   return {PackedBlocks(C_out), K, C_in, kPack};
+}
+
+/*!
+ * \brief taps[o / kPack][k][c][o % kPack] = w[o][c][k], zero past C_out: a [C_out, C_in, K]
+ *  filter packed as taps (float32, or the int8 values of a quantized one).
+ */
+template <typename T>
+void PackTaps(const T* w, T* taps, int64_t C_out, int64_t C_in, int64_t K) {
+  std::fill(taps, taps + PackedBlocks(C_out) * K * C_in * kPack, T{0});
+  ParallelFor(C_out, [&](int64_t o) {
+    for (int64_t c = 0; c < C_in; ++c) {
+      for (int64_t k = 0; k < K; ++k) {
+        taps[((o / kPack * K + k) * C_in + c) * kPack + o % kPack] = w[(o * C_in + c) * K + k];
+      }
+    }
+  }, C_out * C_in * K >= (int64_t{1} << 18));
 }
 
 /*! \brief Product columns come in multiples of this (of every host's kVectorLanes). */

@@ -34,6 +34,19 @@
 
 namespace kokoro_ext {
 
+/*! \brief The smallest nonzero |w| of ``rows`` rows of ``n`` values; 0 if all are 0. */
+inline float SmallestMagnitude(const float* w, int64_t rows, int64_t n, int64_t row_stride,
+                               int64_t stride) {
+  float smallest = 0.f;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float a = std::abs(w[r * row_stride + i * stride]);
+      if (a > 0.f && (smallest == 0.f || a < smallest)) smallest = a;
+    }
+  }
+  return smallest;
+}
+
 /*!
  * \brief A step near ``s`` with which float(round(w_i / s)) * step is every w_i of a row
  *  exactly, tried among w_i / n_i and their neighbouring floats (v / n rounds); 0 if none.
@@ -85,11 +98,7 @@ inline float GridStep(const float* w, int64_t n, int64_t stride, float hint) {
     if (exact > 0.f) return exact;
     fitting = hint;
   }
-  float smallest = 0.f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float a = std::abs(w[i * stride]);
-    if (a > 0.f && (smallest == 0.f || a < smallest)) smallest = a;
-  }
+  const float smallest = SmallestMagnitude(w, 1, n, 0, stride);
   // The smallest |n| of a row is at most 127; off a grid, fits() fails at once.
   for (int k = 1; k <= 127 && smallest > 0.f; ++k) {
     if (!fits(smallest / k)) continue;
@@ -111,13 +120,7 @@ inline int64_t QuantizeRows(const float* w, int64_t rows, int64_t n, int64_t row
                             int64_t q_stride, float* scale) {
   // The smallest value of the whole tensor is the step of a per-tensor scale
   // (ConvInteger), which a row whose own smallest is 2 or 3 steps must use too.
-  float tensor_step = 0.f;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float a = std::abs(w[r * row_stride + i * stride]);
-      if (a > 0.f && (tensor_step == 0.f || a < tensor_step)) tensor_step = a;
-    }
-  }
+  const float tensor_step = SmallestMagnitude(w, rows, n, row_stride, stride);
   int64_t lossy = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* wr = w + r * row_stride;
@@ -136,7 +139,6 @@ inline int64_t QuantizeRows(const float* w, int64_t rows, int64_t n, int64_t row
   }
   return lossy;
 }
-
 
 /*! \brief The kVectorLanes int8 at p as floats (GCC's generic vector conversion from int8
  *  goes one lane at a time, so x86 gets its sign extension and conversion). */
