@@ -2,8 +2,9 @@
 
 ``FrontEnd(lang)`` ties the pieces together, in this order:
 
-1. markup (kokoro_ext.text.markup): SSML when the text starts with ``<speak``, and
-   inline ``[word](/phonemes/)`` everywhere;
+1. markup (kokoro_ext.text.markup): terminal escapes removed; SSML when the text
+   starts with ``<speak``, else Markdown (kokoro_ext.text.markdown) unless
+   ``markdown=False``; inline ``[word](/phonemes/)`` everywhere;
 2. normalization of each text segment (kokoro_ext.text.normalize);
 3. sentence splitting (kokoro_ext.text.chunking.split_sentences), lazily; a ``<break>``
    ends the sentence before it with its own pause;
@@ -83,12 +84,13 @@ class FrontEnd:
     def code(self) -> str:
         return self.language.code
 
-    def sentences(self, text: str) -> Iterator[Part]:
+    def sentences(self, text: str, markdown: bool = True) -> Iterator[Part]:
         """``text`` as Parts, in order.  Markup is parsed and the text normalized now
-        (a ValueError for malformed markup is raised here); sentences come lazily."""
+        (a ValueError for malformed markup is raised here); sentences come lazily.
+        ``markdown=False`` reads text that is not SSML as written, not as Markdown."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        segments = markup.parse(text)
+        segments = markup.parse(text, markdown)
         carrier, table = self._carrier(segments)
         return self._parts(carrier, table)
 
@@ -116,7 +118,7 @@ class FrontEnd:
         code = self.code
         if code in "jz":
             # misaki's ja and zh readers map full-width punctuation themselves: no NFKC
-            text = norm.drop_symbols(_strip_invisible(text), code)
+            text = norm.drop_symbols(norm.unconfuse(_strip_invisible(text)), code)
             return _CJK_SENTENCE_END.sub("\\1\n", text)
         text = norm.normalize(text, code)
         if code == "h":  # the danda ends a Hindi sentence
@@ -163,11 +165,11 @@ class FrontEnd:
             found = words_of_phonemes(" ".join(p.strip() for p in pieces if p.strip()))
             return _with_text(found, part.text)
 
-    def phonemize(self, text: str) -> str:
+    def phonemize(self, text: str, markdown: bool = True) -> str:
         """The phonemes of all of ``text`` (sentences joined by a space)."""
         return " ".join(
             "".join(w.phonemes for w in self.words(part)).strip()
-            for part in self.sentences(text)
+            for part in self.sentences(text, markdown)
         ).strip()
 
     def _english_g2p(self):

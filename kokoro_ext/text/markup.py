@@ -25,9 +25,17 @@ The SSML subset (anything else is a ValueError naming its line and column):
     prints them) instead of the content; ``alphabet``, if given, must be ``kokoro`` or
     ``ipa`` (Kokoro's symbols are IPA with a few letters of its own).
 
+Text that is not SSML is read as Markdown (kokoro_ext.text.markdown: emphasis markers
+unsaid, headings and list items as sentences, links as their text, code blocks skipped)
+unless ``markdown=False``, which reads it as written.
+
 In any text, ``[word](/phonemes/)`` says ``word`` with those Kokoro phonemes (misaki's
 syntax; kokoro supports it).  For English, misaki's other inline forms (``[word](-1)``
 stress, ``[word](#flags#)``) go to misaki as they are; elsewhere they say the word.
+Other links (``[text](url)``) say their text.
+
+Terminal escape sequences are removed from any text first
+(kokoro_ext.text.normalize.strip_terminal).
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ import re
 import xml.parsers.expat
 from dataclasses import dataclass
 
+from kokoro_ext.text import markdown as md
 from kokoro_ext.text.chunking import PAUSES
+from kokoro_ext.text.normalize import strip_terminal
 
 #: Longest ``<break>``: SSML's own limit.
 MAX_BREAK = 10.0
@@ -95,19 +105,27 @@ def is_ssml(text: str) -> bool:
     return re.match(r"\s*<speak[\s>/]", text) is not None
 
 
-def parse(text: str) -> list[Segment]:
-    """``text`` as segments: SSML if ``is_ssml(text)``, else plain text; both with links.
+def parse(text: str, markdown: bool = True) -> list[Segment]:
+    """``text`` as segments: SSML if ``is_ssml(text)``, else Markdown (``markdown``) or
+    text as written; all with links.  Terminal escape sequences are removed first.
 
     Raises ValueError naming the position (line and column, from 1) of malformed markup.
     """
-    segments = _parse_ssml(text) if is_ssml(text) else [Text(text)]
+    text = strip_terminal(text)
     out: list[Segment] = []
-    for segment in segments:
-        out += _links(segment.text) if isinstance(segment, Text) else [segment]
+    if is_ssml(text):
+        for segment in _parse_ssml(text):
+            out += _links(segment.text) if isinstance(segment, Text) else [segment]
+    elif markdown:
+        for piece, code in md.read(text):
+            out += [Text(piece)] if code else _links(piece, text)  # inline code is never a link
+    else:
+        out = _links(text)
     return [s for s in out if not (isinstance(s, Text) and not s.text)]
 
 
-def _links(text: str) -> list[Segment]:
+def _links(text: str, whole: str | None = None) -> list[Segment]:
+    """Links in ``text``, a piece of ``whole`` (for the position errors name)."""
     out: list[Segment] = []
     position = 0
     for match in _LINK.finditer(text):
@@ -116,8 +134,9 @@ def _links(text: str) -> list[Segment]:
         if len(feature) > 1 and feature[0] == "/" and feature[-1] == "/":
             phonemes = feature[1:-1]
             if not phonemes.strip():
+                at = match.start() if whole is None else max(whole.find(match[0]), 0)
                 raise ValueError(
-                    f"empty phonemes in {match[0]!r} at character {match.start() + 1}: "
+                    f"empty phonemes in {match[0]!r} at character {at + 1}: "
                     "write [word](/phonemes/)"
                 )
             out.append(Phonemes(phonemes, word))

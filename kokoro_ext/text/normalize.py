@@ -3,13 +3,18 @@
 ``normalize(text, lang)`` returns the text as a reader would say it, so that the G2P
 sees only words and punctuation:
 
-* for every language: Unicode NFKC (full-width letters and digits, ligatures; "…" is
-  kept, the chunker splits on it), zero-width and control characters removed without a
-  space (they never split a word), symbols and emoji with no pronunciation dropped with
-  a warning;
-* for English (``a``, ``b``) also: URLs and e-mail addresses, ISO dates and times,
-  money, percentages, units after numbers, month-day dates, ordinals, ranges, negative
-  and decimal numbers, years, common abbreviations and titles, "&", "+", "=", "@".
+* for every language: terminal escape sequences removed whole (``strip_terminal``),
+  Unicode NFKC (full-width letters and digits, ligatures; "…" is kept, the chunker
+  splits on it; "1½" becomes "1 1/2"), zero-width and control characters removed
+  without a space (they never split a word), look-alike letters of another script read
+  in the word's own script (``unconfuse``), symbols and emoji with no pronunciation
+  dropped with a warning;
+* for English (``a``, ``b``) also: URLs and e-mail addresses, ISO and slashed dates,
+  times, fractions and mixed numbers, money, percentages, units after numbers,
+  month-day dates, ordinals, ranges, negative and decimal numbers, years, common
+  abbreviations and titles, "&", "+", "=", "@";
+* for Spanish, French, Italian and Portuguese: fractions and mixed numbers
+  ("3/4" -> "3 cuartos"; the G2P reads the digits).
 
 Numbers are spelled by ``num2words``.  The other languages keep their numbers as digits:
 espeak-ng (es, fr, hi, it, pt-br) and misaki's Japanese and Chinese G2P read digits in
@@ -39,6 +44,35 @@ _SYMBOL_WORDS = {
 _READ_BY_G2P = set("%$€£¥₹°")
 # Private-use characters are the markup layer's placeholders (kokoro_ext.text.markup).
 PLACEHOLDER_RANGE = (0xF0000, 0xFFFFD)
+
+# Terminal escape sequences (ECMA-48): a colour code or a window title is not text.
+_TERMINAL = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI: colours (ESC[31m), cursor moves, erases
+    # OSC (titles, hyperlinks), DCS, SOS, PM, APC: to their terminator, else the line's end
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d-\x9f])[^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|\Z)"
+    r"|\x1b[ -/]*[0-~]?"  # other escapes (ESC 7, ESC ( B) and a lone ESC
+)
+# "[31m", "[1;32m": colour codes whose ESC was lost on the way (but "[5min]" is text)
+_SGR_REMNANT = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m(?!\w*\])")
+_OVERSTRIKE = re.compile(r"[^\n\x08]\x08")  # "N\bN" bold, "_\bN" underline (man pages)
+
+# Letters that look like Latin ones (Unicode's confusables.txt, single letters): a word
+# that mixes scripts is read in the script its other letters are written in.
+_LOOKALIKES = {
+    # Cyrillic
+    "а": "a", "с": "c", "ԁ": "d", "е": "e", "һ": "h", "і": "i", "ј": "j", "о": "o",
+    "р": "p", "ԛ": "q", "ѕ": "s", "ԝ": "w", "х": "x", "у": "y", "А": "A", "В": "B",
+    "С": "C", "Е": "E", "Н": "H", "І": "I", "Ј": "J", "К": "K", "М": "M", "О": "O",
+    "Р": "P", "Ѕ": "S", "Т": "T", "Х": "X", "У": "Y", "Ү": "Y", "Ԛ": "Q", "Ԝ": "W",
+    # Greek
+    "α": "a", "ι": "i", "ν": "v", "ο": "o", "ρ": "p", "υ": "u", "Α": "A", "Β": "B",
+    "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O",
+    "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    # Armenian
+    "հ": "h", "ո": "n", "ս": "u", "օ": "o",
+}  # fmt: skip
+_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK", "ARMENIAN")
+_WORD = re.compile(r"[^\W\d_]+")
 
 
 @dataclass(frozen=True)
@@ -100,10 +134,23 @@ _MONTH_ABBR = {m[:3]: m for m in MONTHS} | {"Sept": "September"}
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 
 
+def strip_terminal(text: str) -> str:
+    """``text`` without terminal escape sequences (CSI, OSC, ...), whole, nor the "[31m"
+    left of a colour code that lost its ESC; overstruck characters ("N\\bN") once."""
+    if "\x1b" in text or any("\x90" <= c <= "\x9f" for c in text):
+        text = _TERMINAL.sub("", text)
+    if "\x08" in text:
+        while (struck := _OVERSTRIKE.sub("", text)) != text:
+            text = struck
+    return _SGR_REMNANT.sub("", text) if "[" in text else text
+
+
 def clean_unicode(text: str) -> str:
-    """NFKC (but "…"), zero-width and control characters removed; line breaks kept."""
-    out = []
-    for char in text:
+    """Terminal escapes removed, NFKC (but "…"), zero-width and control characters
+    removed; line breaks kept.  A vulgar fraction after a digit is a mixed number:
+    "1½" is "1 1⁄2" (NFKC alone would make it "11⁄2")."""
+    out: list[str] = []
+    for char in strip_terminal(text):
         if char in _INVISIBLE:
             continue
         category = unicodedata.category(char)
@@ -111,8 +158,65 @@ def clean_unicode(text: str) -> str:
             continue
         if category == "Cf":  # other format characters: bidi marks, ...
             continue
-        out.append(char if char in _KEEP_FROM_NFKC else unicodedata.normalize("NFKC", char))
+        if char in _KEEP_FROM_NFKC:
+            out.append(char)
+            continue
+        compat = unicodedata.normalize("NFKC", char)
+        if "\u2044" in compat and out and out[-1][-1:].isdigit():
+            compat = " " + compat
+        out.append(compat)
     return "".join(out).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def unconfuse(text: str) -> str:
+    """Words mixing Latin, Cyrillic, Greek or Armenian letters, read in one script: the
+    look-alike letters (``_LOOKALIKES``) take the script of the word's other letters
+    ("Неllо" with a Cyrillic Н, е, о is "Hello"; "Пpивет" with a Latin p is Russian).
+    A word every letter of which could be either takes its majority's script (Latin on
+    a tie); a word with distinctive letters of two scripts is left as it is."""
+    if text.isascii():
+        return text
+    return _WORD.sub(_unconfuse_word, text)
+
+
+def _script(char: str) -> str | None:
+    if char.isascii():
+        return "LATIN"
+    script = unicodedata.name(char, "").split(" ", 1)[0]
+    return script if script in _SCRIPTS else None
+
+
+def _unconfuse_word(match: re.Match) -> str:
+    word = match[0]
+    if word.isascii():
+        return word
+    scripts = [_script(c) for c in word]
+    present = set(scripts)
+    if len(present) < 2 or None in present:
+        return word
+    counts = {s: scripts.count(s) for s in present}
+    # the scripts every letter of the word can be written in
+    fits = [
+        target for target in present
+        if all(s == target or _lookalike(c, target) for c, s in zip(word, scripts))
+    ]  # fmt: skip
+    if not fits:
+        return word
+    target = max(fits, key=lambda s: (counts[s], s == "LATIN"))
+    return "".join(c if s == target else _lookalike(c, target) for c, s in zip(word, scripts))
+
+
+def _lookalike(char: str, script: str) -> str:
+    """``char``'s look-alike in ``script`` ("" if it has none)."""
+    latin = char if char.isascii() else _LOOKALIKES.get(char, "")
+    if script == "LATIN" or not latin:
+        return latin
+    return _FROM_LATIN[script].get(latin, "")
+
+
+_FROM_LATIN: dict[str, dict[str, str]] = {s: {} for s in _SCRIPTS}
+for _char, _latin in _LOOKALIKES.items():
+    _FROM_LATIN[unicodedata.name(_char).split(" ", 1)[0]].setdefault(_latin, _char)
 
 
 def drop_symbols(text: str, lang: str = "a") -> str:
@@ -232,6 +336,54 @@ def _iso_date(m: re.Match, lang: str) -> str:
     return f"{MONTHS[mo - 1]} {ordinal(d, lang)}, {year(y, lang)}"
 
 
+def _slashed_date(m: re.Match, lang: str) -> str:
+    first, second, y = int(m["a"]), int(m["b"]), int(m["y"])
+    # American month/day, British day/month; the other order where only it is a date
+    mo, d = (second, first) if lang == "b" else (first, second)
+    if not (1 <= mo <= 12 and 1 <= d <= 31):
+        mo, d = d, mo
+        if not (1 <= mo <= 12 and 1 <= d <= 31):
+            return m[0]
+    if len(m["y"]) == 2:  # '24 is 2024, '99 1999
+        y += 2000 if y < 50 else 1900
+    if lang == "b":
+        return f"the {ordinal(d, lang)} of {MONTHS[mo - 1]} {year(y, lang)}"
+    return f"{MONTHS[mo - 1]} {ordinal(d, lang)}, {year(y, lang)}"
+
+
+#: Denominators read as fractions ("5/8" is "five eighths"); a slash between other
+#: numbers ("24/7", "9/11", "12/25", "50/50", "3/2") is silent: "twenty-four seven".
+FRACTION_DENOMINATORS = frozenset((*range(2, 11), 12, 16, 32, 64, 100))
+_SLASH = "[/\u2044]"  # "/" and NFKC's fraction slash ("½" is "1⁄2")
+_FRACTION = (
+    rf"(?<![\w/\u2044.,-])(?:(?P<whole>\d+)(?: +|-))?(?P<num>\d+){_SLASH}(?P<den>\d+)"
+    rf"(?![\w/\u2044]|[.,]\d)"
+)
+
+
+def _is_fraction(num: int, den: int, denominators=FRACTION_DENOMINATORS) -> bool:
+    return 1 <= num < den and den in denominators
+
+
+def _fraction(m: re.Match, lang: str) -> str:
+    num, den = int(m["num"]), int(m["den"])
+    if not _is_fraction(num, den):
+        return m[0]
+    name = {2: "half", 4: "quarter"}.get(den) or ordinal(den, lang).removeprefix("one ")
+    if num > 1:
+        name = "halves" if den == 2 else name + "s"
+    unit = UNITS.get(m["unit"] or "")
+    if m["whole"] is None:
+        words = f"{cardinal(num, lang)} {name}"
+        if unit:  # "three quarters of a kilometer"
+            article = "an" if unit[0][0] in "aeiou" or unit[0].startswith("hour") else "a"
+            words += f" of {article} {unit[0]}"
+        return words
+    # "one and a half", "two and three quarters"
+    words = f"{cardinal(m['whole'], lang)} and {'a' if num == 1 else cardinal(num, lang)} {name}"
+    return words + (f" {unit[1]}" if unit else "")
+
+
 def _month_day(m: re.Match, lang: str) -> str:
     month = _MONTH_ABBR.get(m["month"][:4].rstrip("."), None) or _MONTH_ABBR.get(m["month"][:3])
     day = int(m["day"])
@@ -300,6 +452,11 @@ _ENGLISH_RULES: list[_Rule] = [
     (re.compile(r"\b(?:https?://|www\.)[^\s<>\"]+[^\s<>\".,;:!?)]"), _url),
     (re.compile(r"\b(?P<user>[\w.+-]+)@(?P<domain>[\w-]+(?:\.[\w-]+)+)\b"), _email),
     (re.compile(r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b"), _iso_date),
+    (
+        re.compile(r"(?<![\w/.,])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\w/]|[.,]\d)"),
+        _slashed_date,
+    ),
+    (re.compile(_FRACTION + rf"(?: ?(?P<unit>{_UNIT_NAMES})(?![\w/]))?"), _fraction),
     (
         re.compile(
             r"\b(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?"
@@ -375,12 +532,67 @@ def _time_hour(m: re.Match, lang: str) -> str:
     return cardinal(hour, lang) + " " + " ".join(c for c in m["ampm"].upper() if c.isalpha())
 
 
+@dataclass(frozen=True)
+class FractionWords:
+    """How a language names fractions: the article for one ("un medio"), the "and" of a
+    mixed number ("1 y medio") and each denominator's names (singular, plural)."""
+
+    one: str
+    and_: str
+    names: dict[int, tuple[str, str]]
+
+
+#: Fractions in the languages whose G2P reads digits: the numerator stays digits.
+FRACTIONS = {
+    "e": FractionWords("un", "y", {
+        2: ("medio", "medios"), 3: ("tercio", "tercios"), 4: ("cuarto", "cuartos"),
+        5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("séptimo", "séptimos"),
+        8: ("octavo", "octavos"), 9: ("noveno", "novenos"), 10: ("décimo", "décimos"),
+        12: ("doceavo", "doceavos"), 16: ("dieciseisavo", "dieciseisavos"),
+        100: ("centésimo", "centésimos")}),
+    "f": FractionWords("un", "et", {
+        2: ("demi", "demis"), 3: ("tiers", "tiers"), 4: ("quart", "quarts"),
+        5: ("cinquième", "cinquièmes"), 6: ("sixième", "sixièmes"),
+        7: ("septième", "septièmes"), 8: ("huitième", "huitièmes"),
+        9: ("neuvième", "neuvièmes"), 10: ("dixième", "dixièmes"),
+        12: ("douzième", "douzièmes"), 16: ("seizième", "seizièmes"),
+        100: ("centième", "centièmes")}),
+    "i": FractionWords("un", "e", {
+        2: ("mezzo", "mezzi"), 3: ("terzo", "terzi"), 4: ("quarto", "quarti"),
+        5: ("quinto", "quinti"), 6: ("sesto", "sesti"), 7: ("settimo", "settimi"),
+        8: ("ottavo", "ottavi"), 9: ("nono", "noni"), 10: ("decimo", "decimi"),
+        12: ("dodicesimo", "dodicesimi"), 16: ("sedicesimo", "sedicesimi"),
+        100: ("centesimo", "centesimi")}),
+    "p": FractionWords("um", "e", {
+        2: ("meio", "meios"), 3: ("terço", "terços"), 4: ("quarto", "quartos"),
+        5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("sétimo", "sétimos"),
+        8: ("oitavo", "oitavos"), 9: ("nono", "nonos"), 10: ("décimo", "décimos"),
+        12: ("doze avos", "doze avos"), 16: ("dezesseis avos", "dezesseis avos"),
+        100: ("centésimo", "centésimos")}),
+}  # fmt: skip
+_FRACTION_PATTERN = re.compile(_FRACTION)
+
+
+def _other_fraction(m: re.Match, words: FractionWords) -> str:
+    num, den = int(m["num"]), int(m["den"])
+    if not _is_fraction(num, den, words.names):
+        return m[0]
+    name = words.names[den][num > 1]
+    if m["whole"] is None:
+        return f"{words.one if num == 1 else num} {name}"
+    if num == 1 and den == 2:  # "1 y medio", "1 et demi": no article
+        return f"{m['whole']} {words.and_} {name}"
+    return f"{m['whole']} {words.and_} {words.one if num == 1 else num} {name}"
+
+
 def normalize(text: str, lang: str = "a") -> str:
     """``text`` as words for the G2P of language ``lang`` (a kokoro code: a, b, e, ...).
 
     See the module docstring for what is spelled out; anything else passes unchanged.
     """
-    text = clean_unicode(text)
+    text = unconfuse(clean_unicode(text))
+    if lang in FRACTIONS:
+        text = _FRACTION_PATTERN.sub(lambda m: _other_fraction(m, FRACTIONS[lang]), text)
     if lang in ("a", "b"):
         # digits after the first rules are words: later rules never see them twice
         for pattern, spell in _ENGLISH_RULES:
