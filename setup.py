@@ -115,6 +115,7 @@ setup(
         "pypinyin-dict",
         "cn2an",
         "ordered-set",
+        "tqdm",  # the say command's progress bar on a terminal
     ],
     extras_require={
         # The build side (kokoro_ext.build) and the comparison tools (kokoro_ext.tools).
@@ -126,10 +127,14 @@ setup(
         "test": [
             "pytest", "onnx", "onnxscript", "onnxruntime", "import-linter>=2.1", "openai", "httpx",
             "matplotlib",  # tests/test_bench_user.py draws the bench's chart
+            # every audio format's encoder, and PyAV's FFmpeg to decode mp3 and aac again
+            "kokoro-tvm-ext[audio]",
         ],
-        # python -m kokoro_ext.serve: the OpenAI-compatible speech server and its encoders
-        # (PyAV: FFmpeg's AAC encoder, in wheels that bundle FFmpeg)
-        "serve": ["starlette", "uvicorn", "soundfile>=0.13", "lameenc", "av>=18"],
+        # the encoders beyond wav and pcm (kokoro_ext.run.encode), for say and the server:
+        # libsndfile (flac, opus), LAME (mp3), PyAV's FFmpeg (aac; wheels bundle FFmpeg)
+        "audio": ["soundfile>=0.13", "lameenc", "av>=18"],
+        # python -m kokoro_ext.serve: the OpenAI-compatible speech server
+        "serve": ["starlette", "uvicorn", "kokoro-tvm-ext[audio]"],
         # bench/: the engines compared (PyTorch eager and torch.compile through the build
         # side; ONNX Runtime; kokoro-onnx, whose phonemizer>=3.4 takes the place of
         # phonemizer-fork: the same module, with the espeak-ng hooks misaki calls), the

@@ -90,7 +90,7 @@ def test_stages_and_waveform_match_kokoro(synth, phonemes, parity_report):
 
 def test_say_writes_a_wav(build_dir, tmp_path, capsys):
     wav = tmp_path / "hi.wav"
-    assert say_main(["Hi there.", "-o", str(wav), "--artifacts", str(build_dir[0])]) == 0
+    assert say_main(["Hi there.", "-o", str(wav), "--artifacts", str(build_dir[0]), "--show-phonemes"]) == 0
     with wave.open(str(wav)) as f:
         assert f.getframerate() == 24_000 and f.getnchannels() == 1
         frames = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")

@@ -79,7 +79,7 @@ def test_lang_picks_the_g2p(build_dir):
 
 def test_say_takes_lang(build_dir, tmp_path, capsys):
     out = tmp_path / "hola.wav"
-    assert say(["--artifacts", str(build_dir[0]), "--lang", "e", "-o", str(out), "Hola."]) == 0
+    assert say(["--artifacts", str(build_dir[0]), "--lang", "e", "-o", str(out), "--show-phonemes", "Hola."]) == 0
     assert "ˈola." in capsys.readouterr().out and out.stat().st_size > 44
     assert say(["--artifacts", str(build_dir[0]), "--lang", "klingon", "Hi."]) == 2
     assert "unknown language 'klingon'" in capsys.readouterr().err

@@ -168,10 +168,10 @@ class Synthesizer:
         code = resolve_language(self.lang or voice_language(voice), voice).code
         return self._front_ends.setdefault(code, FrontEnd(code))  # kokoro_ext.text.frontend
 
-    def phonemize(self, text: str, voice: Voice = None) -> str:
+    def phonemize(self, text: str, voice: Voice = None, markdown: bool = True) -> str:
         """Text (markup, numbers, ...: kokoro_ext.text.frontend) -> Kokoro phonemes."""
         with self._text_lock:
-            return self._g2p(voice).phonemize(text)
+            return self._g2p(voice).phonemize(text, markdown)
 
     @property
     def chunk_limit(self) -> int:
@@ -185,6 +185,7 @@ class Synthesizer:
         speed: float = 1.0,
         seed: int = 0,
         chunk_limit: ChunkLimit = None,
+        markdown: bool = True,
     ) -> Iterator[Chunk]:
         """Text of any length -> Chunks, each yielded as soon as it is synthesized.
 
@@ -198,7 +199,9 @@ class Synthesizer:
 
         The text is read in the Synthesizer's ``lang``, else the language the voice's name
         implies, else American English, with SSML, numbers and symbols handled as
-        kokoro_ext.text.frontend says.  Letters of scripts the language does not write
+        kokoro_ext.text.frontend says; text that is not SSML is read as Markdown (markers
+        unsaid, code blocks skipped) unless ``markdown=False``, which reads it as
+        written.  Letters of scripts the language does not write
         are dropped with a warning; text
         that leaves nothing to say raises ValueError (when the stream is exhausted).
         Arguments are checked here, before the first chunk is asked for.
@@ -219,7 +222,8 @@ class Synthesizer:
         limit = self._chunk_limits(chunk_limit)
         voice_pack = self._voice_pack(voice)
         front = self._g2p(voice)
-        return self._chunks(front, front.sentences(text), text, voice_pack, speed, seed, limit)
+        sentences = front.sentences(text, markdown)
+        return self._chunks(front, sentences, text, voice_pack, speed, seed, limit)
 
     def _chunk_limits(self, chunk_limit: ChunkLimit) -> Callable[[int], int]:
         """``chunk_limit`` as a function of the chunk index, within [1, self.chunk_limit]."""
@@ -305,9 +309,10 @@ class Synthesizer:
         voice: Voice = None,
         speed: float = 1.0,
         seed: int = 0,
+        markdown: bool = True,
     ) -> np.ndarray:
         """Text of any length -> float32 waveform at 24 kHz: ``join(stream(...))``."""
-        return join(self.stream(text, voice, speed, seed))
+        return join(self.stream(text, voice, speed, seed, markdown=markdown))
 
     def synthesize_phonemes(
         self,

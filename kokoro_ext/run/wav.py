@@ -17,16 +17,10 @@ def pcm16(audio: np.ndarray) -> bytes:
     return (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
 
 
-def open_wav(path: str | Path, sample_rate: int = SAMPLE_RATE) -> wave.Wave_write:
-    """A mono 16-bit WAV writer; frames written to it are on disk before it is closed."""
-    f = wave.open(str(path), "wb")
-    f.setnchannels(1)
-    f.setsampwidth(2)
-    f.setframerate(sample_rate)
-    return f
-
-
 def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
     """Write float audio in [-1, 1] as 16-bit PCM mono WAV."""
-    with open_wav(path, sample_rate) as f:
+    with wave.open(str(path), "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(sample_rate)
         f.writeframes(pcm16(audio))

@@ -163,6 +163,7 @@ class SpeechRequest:
     response_format: str
     speed: float
     stream_format: str = "audio"
+    markdown: bool = True  # our extension: false reads the input as written
 
 
 def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
@@ -250,7 +251,10 @@ def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions
             f"unknown stream_format {_show(stream_format)}; one of {', '.join(STREAM_FORMATS)}",
             "stream_format",
         )
-    return SpeechRequest(text, blend, response_format, speed, stream_format)
+    markdown = _optional(payload, "markdown", True)
+    if not isinstance(markdown, bool):
+        raise HTTPError(400, f"'markdown' must be true or false, got {_show(markdown)}", "markdown")
+    return SpeechRequest(text, blend, response_format, speed, stream_format, markdown)
 
 
 def _optional(payload: dict, name: str, default: Any) -> Any:
@@ -512,6 +516,8 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
                 chunk_limit=lambda index: chunk_phonemes(
                     index, state.scheduler.starting(), time.monotonic() - arrived, options
                 ),
+                # only when asked: a synthesizer without the option still serves the rest
+                **({} if spec.markdown else {"markdown": False}),
             )
             try:
                 job = state.scheduler.submit(chunks, size=len(spec.input))
