@@ -61,11 +61,19 @@ _HELD = re.compile(
     r"(?:\(\s*<?(?P<target>[^()\s>]*)>?(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)|\[(?P<ref>[^\]]*)\])"
     r"|<(?P<auto>(?:https?|ftp)://[^\s<>]+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+)>"
 )
-_EMPHASIS = [
-    re.compile(r"(?<![\w*])(\*{1,3})(?![\s*])(.+?)(?<![\s*])\1(?![\w*])"),
-    re.compile(r"(?<![\w_])(_{1,3})(?![\s_])(.+?)(?<![\s_])\1(?![\w_])"),
-    re.compile(r"(?<![\w~])(~~)(?![\s~])(.+?)(?<![\s~])\1(?![\w~])"),
-]
+
+
+def _emphasis(marker: str, run: int) -> re.Pattern[str]:
+    # the content holds no run of the marker as long as the delimiters: each opening
+    # looks only as far as the next such run, which keeps a line of strays linear
+    m = re.escape(marker)
+    inner = f"[^{m}]" if run == 1 else f"(?:[^{m}]|{m}{{1,{run - 1}}}(?!{m}))"
+    return re.compile(
+        rf"(?<![\w{m}]){m}{{{run}}}(?![\s{m}])((?:{inner})+?)(?<![\s{m}]){m}{{{run}}}(?![\w{m}])"
+    )
+
+
+_EMPHASIS = [_emphasis(m, n) for m in "*_" for n in (3, 2, 1)] + [_emphasis("~", 2)]
 # misaki's link features (misaki.en preprocess): phonemes, stress numbers, number flags
 _MISAKI_FEATURE = re.compile(r"/.*/|[+-]?\d+|[+-]?0\.5|#.+#")
 
@@ -154,16 +162,19 @@ def inline(text: str) -> list[Piece]:
         return hold_piece(piece)
 
     def hold_piece(piece: Piece) -> str:
+        if _HOLD_FIRST + len(held) > _HOLD_LAST:
+            raise OverflowError  # more spans in one line than stand-ins
         held.append(piece)
         return chr(_HOLD_FIRST + len(held) - 1)
 
-    if len(text) > _HOLD_LAST - _HOLD_FIRST:  # more spans than stand-ins: unlikely
+    try:
+        text = _HELD.sub(hold, text)
+    except OverflowError:
         return [(text, False)]
-    text = _HELD.sub(hold, text)
     for _ in range(3):  # ***a **b** c*** nests at most three deep
         changed = text
         for pattern in _EMPHASIS:
-            changed = pattern.sub(r"\2", changed)
+            changed = pattern.sub(r"\1", changed)
         if changed == text:
             break
         text = changed
@@ -204,10 +215,10 @@ def _sentence(pieces: list[Piece]) -> list[Piece]:
 
 
 def _merge(pieces: list[Piece]) -> list[Piece]:
-    out: list[Piece] = []
+    runs: list[tuple[list[str], bool]] = []
     for text, code in pieces:
-        if out and out[-1][1] == code:
-            out[-1] = (out[-1][0] + text, code)
+        if runs and runs[-1][1] == code:
+            runs[-1][0].append(text)
         else:
-            out.append((text, code))
-    return out
+            runs.append(([text], code))
+    return [("".join(texts), code) for texts, code in runs]
