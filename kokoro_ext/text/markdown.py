@@ -15,8 +15,8 @@ Blocks, line by line:
 * tables: the delimiter row (``|---|:--:|``) unsaid, every other row a sentence of its
   cells separated by commas ("Name, Age.");
 * horizontal rules (``---``, ``***``, ``___``): a paragraph break;
-* fenced code blocks (``````` or ``~~~``, to the closing fence or the end of the
-  text): skipped, a paragraph break in their place (code is not read aloud; read it
+* fenced code blocks (three or more backticks or tildes, to the closing fence or the
+  end of the text; in a quote too): skipped, a paragraph break in their place (code is not read aloud; read it
   with ``markdown=False``);
 * reference definitions (``[id]: https://...``): unsaid.
 
@@ -87,6 +87,8 @@ def read(text: str) -> list[Piece]:
     table = False  # inside a table's body rows
     previous: str | None = None  # the last line if it was a paragraph line (a title?)
     for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        while quoted := _QUOTE.match(line):
+            line = line[quoted.end():]
         if fence is not None:
             if re.fullmatch(rf" {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*", line):
                 fence = None
@@ -98,8 +100,6 @@ def read(text: str) -> list[Piece]:
             lines.append([])
             previous, table = None, False
             continue
-        while quoted := _QUOTE.match(line):
-            line = line[quoted.end():]
         if table and "|" in line:
             lines.append(_sentence(_row(line)))
             continue
