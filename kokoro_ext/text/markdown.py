@@ -32,29 +32,36 @@ kokoro_ext.text.markup.  Indented code blocks and HTML are read as text.
 
 from __future__ import annotations
 
+import functools
 import re
 
+# Patterns are strings, compiled at their first use (re caches them): a text with no
+# Markdown in it (most sentences) costs a start no compiling.
 # Stand-ins for the spans the inline rules must not touch (code, kept links, escapes):
 # characters of the Basic Multilingual Plane's private use area, outside the markup
 # layer's placeholders (kokoro_ext.text.normalize.PLACEHOLDER_RANGE).
 _HOLD_FIRST, _HOLD_LAST = 0xE000, 0xF8FF
 _END_PUNCTUATION = ".!?…:;,"
 
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
-_SETEXT = re.compile(r" {0,3}(?:=+|-{2,})[ \t]*")
-_RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*")
-_QUOTE = re.compile(r" {0,3}>[ \t]?")
-_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?(?=\S)")
-_DELIMITER_ROW = re.compile(
+# Characters without which a line holds no Markdown but a list item, rule or underline.
+_MARKERS = frozenset("*_~`#>|[\\<")
+_LINE_START = r"^[ \t]*[-+=\d]"
+
+_FENCE = r" {0,3}(`{3,}|~{3,})(.*)"
+_ATX = r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*"
+_SETEXT = r" {0,3}(?:=+|-{2,})[ \t]*"
+_RULE = r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*"
+_QUOTE = r" {0,3}>[ \t]?"
+_ITEM = r"[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?(?=\S)"
+_DELIMITER_ROW = (
     r" {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*|[ \t]*\|[ \t]*:?-+:?[ \t]*\|[ \t]*"
 )
-_DEFINITION = re.compile(
+_DEFINITION = (
     r" {0,3}\[(?!\^)[^\]]+\]:[ \t]*<?\S+>?(?:[ \t]+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?[ \t]*"
 )
 
 # Inline: what is held out of the emphasis rules, in the order the alternatives are tried.
-_HELD = re.compile(
+_HELD = (
     r"(?P<escape>\\[!-/:-@\[-`{-~])"
     r"|(?<!`)(?P<ticks>`+)(?!`)(?P<code>.+?)(?<!`)(?P=ticks)(?!`)"
     r"|(?P<image>!)?\[(?P<label>[^\]]*)\]"
@@ -73,27 +80,32 @@ def _emphasis(marker: str, run: int) -> re.Pattern[str]:
     )
 
 
-_EMPHASIS = [_emphasis(m, n) for m in "*_" for n in (3, 2, 1)] + [_emphasis("~", 2)]
+@functools.cache
+def _emphases(marker: str) -> list[re.Pattern[str]]:
+    # compiled at the first line holding the marker: milliseconds a start need not spend
+    return [_emphasis(marker, n) for n in ((2,) if marker == "~" else (3, 2, 1))]
 # misaki's link features (misaki.en preprocess): phonemes, stress numbers, number flags
-_MISAKI_FEATURE = re.compile(r"/.*/|[+-]?\d+|[+-]?0\.5|#.+#")
+_MISAKI_FEATURE = r"/.*/|[+-]?\d+|[+-]?0\.5|#.+#"
 
 Piece = tuple[str, bool]  # (text, read literally)
 
 
 def read(text: str) -> list[Piece]:
     """``text`` (Markdown) as the pieces a reader says; see the module docstring."""
+    if _MARKERS.isdisjoint(text) and not re.search(_LINE_START, text, re.MULTILINE):
+        return [(text, False)] if text else []
     lines: list[list[Piece]] = []
     fence: str | None = None  # the open fence's characters
     table = False  # inside a table's body rows
     previous: str | None = None  # the last line if it was a paragraph line (a title?)
     for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        while quoted := _QUOTE.match(line):
+        while quoted := re.match(_QUOTE, line):
             line = line[quoted.end():]
         if fence is not None:
             if re.fullmatch(rf" {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*", line):
                 fence = None
             continue
-        if (opened := _FENCE.fullmatch(line)) and not (
+        if (opened := re.fullmatch(_FENCE, line)) and not (
             opened[1][0] == "`" and "`" in opened[2]
         ):
             fence = opened[1]
@@ -104,22 +116,22 @@ def read(text: str) -> list[Piece]:
             lines.append(_sentence(_row(line)))
             continue
         table = False
-        if previous is not None and "|" in line and _DELIMITER_ROW.fullmatch(line):
+        if previous is not None and "|" in line and re.fullmatch(_DELIMITER_ROW, line):
             lines[-1] = _sentence(_row(previous))  # the line before was the header row
             previous, table = None, True
             continue
-        if previous is not None and _SETEXT.fullmatch(line):
+        if previous is not None and re.fullmatch(_SETEXT, line):
             lines[-1:] = [[], _sentence(lines[-1]), []]
             previous = None
             continue
         previous = None
-        if _RULE.fullmatch(line):
+        if re.fullmatch(_RULE, line):
             lines.append([])
-        elif heading := _ATX.fullmatch(line):
+        elif heading := re.fullmatch(_ATX, line):
             lines += [[], _sentence(inline(heading[2] or "")), []]
-        elif item := _ITEM.match(line):
+        elif item := re.match(_ITEM, line):
             lines.append(_sentence(inline(line[item.end():])))
-        elif _DEFINITION.fullmatch(line):
+        elif re.fullmatch(_DEFINITION, line):
             continue
         else:
             lines.append(inline(line))
@@ -153,12 +165,12 @@ def inline(text: str) -> list[Piece]:
             piece = (match["auto"], False)
         elif (
             match["target"] is not None and not match["image"]
-            and _MISAKI_FEATURE.fullmatch(match["target"])
+            and re.fullmatch(_MISAKI_FEATURE, match["target"])
         ):
             piece = (match[0], False)  # [word](/phonemes/): kokoro_ext.text.markup's
         else:
             # a link or image says its text (code in it held too), emphasis read on
-            return _HELD.sub(hold, match["label"])
+            return re.sub(_HELD, hold, match["label"])
         return hold_piece(piece)
 
     def hold_piece(piece: Piece) -> str:
@@ -168,13 +180,15 @@ def inline(text: str) -> list[Piece]:
         return chr(_HOLD_FIRST + len(held) - 1)
 
     try:
-        text = _HELD.sub(hold, text)
+        text = re.sub(_HELD, hold, text)
     except OverflowError:
         return [(text, False)]
     for _ in range(3):  # ***a **b** c*** nests at most three deep
         changed = text
-        for pattern in _EMPHASIS:
-            changed = pattern.sub(r"\1", changed)
+        for marker in "*_~":
+            if marker in changed:
+                for pattern in _emphases(marker):
+                    changed = pattern.sub(r"\1", changed)
         if changed == text:
             break
         text = changed

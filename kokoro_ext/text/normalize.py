@@ -29,6 +29,7 @@ import unicodedata
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 from decimal import Decimal
 
 # Format characters that glue or separate nothing a reader hears: removed, not spaced.
@@ -46,15 +47,16 @@ _READ_BY_G2P = set("%$€£¥₹°")
 PLACEHOLDER_RANGE = (0xF0000, 0xFFFFD)
 
 # Terminal escape sequences (ECMA-48): a colour code or a window title is not text.
-_TERMINAL = re.compile(
+# (The patterns below are strings, compiled at their first use: re caches them.)
+_TERMINAL = (
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI: colours (ESC[31m), cursor moves, erases
     # OSC (titles, hyperlinks), DCS, SOS, PM, APC: to their terminator, else the line's end
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d-\x9f])[^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|\Z)"
     r"|\x1b[ -/]*[0-~]?"  # other escapes (ESC 7, ESC ( B) and a lone ESC
 )
 # "[31m", "[1;32m": colour codes whose ESC was lost on the way (but "[5min]" is text)
-_SGR_REMNANT = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m(?!\w*\])")
-_OVERSTRIKE = re.compile(r"[^\n\x08]\x08")  # "N\bN" bold, "_\bN" underline (man pages)
+_SGR_REMNANT = r"\[\d{1,3}(?:;\d{1,3})*m(?!\w*\])"
+_OVERSTRIKE = r"[^\n\x08]\x08"  # "N\bN" bold, "_\bN" underline (man pages)
 
 # Letters that look like Latin ones (Unicode's confusables.txt, single letters): a word
 # that mixes scripts is read in the script its other letters are written in.
@@ -72,7 +74,7 @@ _LOOKALIKES = {
     "հ": "h", "ո": "n", "ս": "u", "օ": "o",
 }  # fmt: skip
 _SCRIPTS = ("LATIN", "CYRILLIC", "GREEK", "ARMENIAN")
-_WORD = re.compile(r"[^\W\d_]+")
+_WORD = r"[^\W\d_]+"
 
 
 @dataclass(frozen=True)
@@ -138,11 +140,11 @@ def strip_terminal(text: str) -> str:
     """``text`` without terminal escape sequences (CSI, OSC, ...), whole, nor the "[31m"
     left of a colour code that lost its ESC; overstruck characters ("N\\bN") once."""
     if "\x1b" in text or any("\x90" <= c <= "\x9f" for c in text):
-        text = _TERMINAL.sub("", text)
+        text = re.sub(_TERMINAL, "", text)
     if "\x08" in text:
-        while (struck := _OVERSTRIKE.sub("", text)) != text:
+        while (struck := re.sub(_OVERSTRIKE, "", text)) != text:
             text = struck
-    return _SGR_REMNANT.sub("", text) if "[" in text else text
+    return re.sub(_SGR_REMNANT, "", text) if "[" in text else text
 
 
 def clean_unicode(text: str) -> str:
@@ -176,7 +178,7 @@ def unconfuse(text: str) -> str:
     a tie); a word with distinctive letters of two scripts is left as it is."""
     if text.isascii():
         return text
-    return _WORD.sub(_unconfuse_word, text)
+    return re.sub(_WORD, _unconfuse_word, text)
 
 
 def _script(char: str) -> str | None:
@@ -357,7 +359,7 @@ FRACTION_DENOMINATORS = frozenset((*range(2, 11), 12, 16, 32, 64, 100))
 _SLASH = "[/\u2044]"  # "/" and NFKC's fraction slash ("½" is "1⁄2")
 _FRACTION = (
     rf"(?<![\w/\u2044.,-])(?:(?P<whole>\d+)(?: +|-))?(?P<num>\d+){_SLASH}(?P<den>\d+)"
-    rf"(?![\w/\u2044]|[.,]\d)"
+    rf"(?![\d/\u2044]|[.,]\d)"
 )
 
 
@@ -367,21 +369,22 @@ def _is_fraction(num: int, den: int, denominators=FRACTION_DENOMINATORS) -> bool
 
 def _fraction(m: re.Match, lang: str) -> str:
     num, den = int(m["num"]), int(m["den"])
-    if not _is_fraction(num, den):
-        return m[0]
+    unit = UNITS.get(m["unit"] or "")
+    if not _is_fraction(num, den) or (m["unit"] and not m["space"] and not unit):
+        return m[0]  # not a fraction, or glued to a word ("1/2x")
     name = {2: "half", 4: "quarter"}.get(den) or ordinal(den, lang).removeprefix("one ")
     if num > 1:
         name = "halves" if den == 2 else name + "s"
-    unit = UNITS.get(m["unit"] or "")
+    after = "" if unit or not m["unit"] else m["space"] + m["unit"]
     if m["whole"] is None:
         words = f"{cardinal(num, lang)} {name}"
         if unit:  # "three quarters of a kilometer"
             article = "an" if unit[0][0] in "aeiou" or unit[0].startswith("hour") else "a"
             words += f" of {article} {unit[0]}"
-        return words
+        return words + after
     # "one and a half", "two and three quarters"
     words = f"{cardinal(m['whole'], lang)} and {'a' if num == 1 else cardinal(num, lang)} {name}"
-    return words + (f" {unit[1]}" if unit else "")
+    return words + (f" {unit[1]}" if unit else after)
 
 
 def _month_day(m: re.Match, lang: str) -> str:
@@ -456,7 +459,9 @@ _ENGLISH_RULES: list[_Rule] = [
         re.compile(r"(?<![\w/.,])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\w/]|[.,]\d)"),
         _slashed_date,
     ),
-    (re.compile(_FRACTION + rf"(?: ?(?P<unit>{_UNIT_NAMES})(?![\w/]))?"), _fraction),
+    # a word after the fraction: the unit's name if it is one (checked in _fraction: an
+    # alternation of every unit would cost milliseconds of every start to compile)
+    (re.compile(_FRACTION + r"(?P<space> ?)(?P<unit>°?[^\W\d_]+(?:/[^\W\d_]+)?)?"), _fraction),
     (
         re.compile(
             r"\b(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?"
@@ -532,8 +537,7 @@ def _time_hour(m: re.Match, lang: str) -> str:
     return cardinal(hour, lang) + " " + " ".join(c for c in m["ampm"].upper() if c.isalpha())
 
 
-@dataclass(frozen=True)
-class FractionWords:
+class FractionWords(NamedTuple):
     """How a language names fractions: the article for one ("un medio"), the "and" of a
     mixed number ("1 y medio") and each denominator's names (singular, plural)."""
 
@@ -570,7 +574,7 @@ FRACTIONS = {
         12: ("doze avos", "doze avos"), 16: ("dezesseis avos", "dezesseis avos"),
         100: ("centésimo", "centésimos")}),
 }  # fmt: skip
-_FRACTION_PATTERN = re.compile(_FRACTION)
+_OTHER_FRACTION = _FRACTION + r"(?!\w)"
 
 
 def _other_fraction(m: re.Match, words: FractionWords) -> str:
@@ -592,7 +596,7 @@ def normalize(text: str, lang: str = "a") -> str:
     """
     text = unconfuse(clean_unicode(text))
     if lang in FRACTIONS:
-        text = _FRACTION_PATTERN.sub(lambda m: _other_fraction(m, FRACTIONS[lang]), text)
+        text = re.sub(_OTHER_FRACTION, lambda m: _other_fraction(m, FRACTIONS[lang]), text)
     if lang in ("a", "b"):
         # digits after the first rules are words: later rules never see them twice
         for pattern, spell in _ENGLISH_RULES:
