@@ -144,9 +144,8 @@ setup(
             "onnx", "onnxscript", "onnxruntime", "kokoro-onnx>=0.6,<0.7",
             "httpx", "pocketsphinx", "psutil", "matplotlib",
         ],
-        # python -m kokoro_ext.bulk: Ray Data (with pyarrow, for the tables) and the
-        # encoders of flac, opus (libsndfile) and mp3 (LAME)
-        "bulk": ["ray[data]>=2.40", "soundfile>=0.13", "lameenc"],
+        # python -m kokoro_ext.bulk: Ray Data (with pyarrow, for the tables) and the encoders
+        "bulk": ["ray[data]>=2.40", "kokoro-tvm-ext[audio]"],
     },
     zip_safe=False,
 )

@@ -149,8 +149,8 @@ def _actor_pids() -> list[int]:
 
 
 def test_an_actor_killed_mid_run_is_replaced_and_the_run_completes(build_dir, tmp_path):
-    records = [{"id": f"k{i:02d}", "text": " ".join(SENTENCES[i % 4:] + SENTENCES[: i % 4])}
-               for i in range(16)]
+    records = [{"id": f"k{i:02d}", "text": f"{SENTENCES[i % 4]} {SENTENCES[(i + 1) % 4]}"}
+               for i in range(10)]
     table = write_jsonl(tmp_path / "in.jsonl", records)
     out = tmp_path / "out"
     killed: list[tuple[int, int]] = []  # (pid, records written when it was killed)
@@ -194,6 +194,10 @@ By noon the coast was only a thin line. See [the map](https://example.org/map).
 
 Nobody said a word.
 
+```python
+print("code is not read")
+```
+
 Chapter Three
 -------------
 
@@ -205,11 +209,11 @@ Chapter Three
 def test_a_book_is_split_into_chapters(build_dir, tmp_path):
     parts = chapters(BOOK, markdown=True)
     assert [title for title, _ in parts] == ["Chapter One: Dawn", "Chapter Two", "Chapter Three"]
-    # the book's title joins the first chapter; headings are read; Markdown marks are not
+    # the book's title joins the first chapter; headings are read; code blocks are not
+    # (the rest of Markdown is the front end's to read: kokoro_ext.text.markdown)
     assert parts[0][1].startswith("The Voyage\n\nChapter One: Dawn\n\nThe small boat")
-    assert "*" not in parts[0][1] and "the map." in parts[1][1] and "https" not in parts[1][1]
-    assert "A scene inside chapter two" in parts[1][1]
-    assert parts[2][1].endswith("They landed at night.\nThe island was quiet.")
+    assert "A scene inside chapter two" in parts[1][1] and "code" not in parts[1][1]
+    assert parts[2][1].endswith("- They landed at night.\n- The island was quiet.")
     plain = "Front matter line.\n\nCHAPTER I.\n\nIt begins.\n\nCHAPTER II.\n\nIt ends.\n"
     assert [t for t, _ in chapters(plain, markdown=False)] == ["front matter", "CHAPTER I.", "CHAPTER II."]
 

@@ -226,14 +226,8 @@ def chapter_id(index: int, title: str) -> str:
     return f"{index:03d}-{slug}" if slug else f"{index:03d}"
 
 
-_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
-_LINK = re.compile(r"\[([^\]]+)\]\((?!/)[^)]*\)")  # not misaki's [word](/phonemes/)
-_EMPHASIS = re.compile(r"(\*{1,3}|_{1,3})(?=\S)(.+?)(?<=\S)\1")
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
-_QUOTE = re.compile(r"^\s*>\s?", re.MULTILINE)
-_RULE = re.compile(r"^\s*(?:[-*_]\s*){3,}$", re.MULTILINE)
 _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^>]*>", re.DOTALL)
-_FENCE = re.compile(r"^```.*?^```\s*$", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$\n?", re.MULTILINE | re.DOTALL)
 
 
 def _clean(title: str, markdown: bool) -> str:
@@ -241,17 +235,11 @@ def _clean(title: str, markdown: bool) -> str:
 
 
 def _clean_markdown(text: str) -> str:
-    """Markdown's marks taken out of what is read: code blocks, images, HTML, rules,
-    list and quote marks, emphasis; a link says its text."""
-    text = _FENCE.sub("", text)
-    text = _TAG.sub("", text)
-    text = _IMAGE.sub("", text)
-    text = _LINK.sub(r"\1", text)
-    text = _RULE.sub("", text)
-    text = _QUOTE.sub("", text)
-    text = _LIST_MARK.sub("", text)
-    text = _EMPHASIS.sub(r"\2", text)
-    return text.replace("`", "")
+    """What must go before a chapter is cut into pieces: fenced code blocks (a cut
+    inside one would have its second half read as text) and HTML (tags, comments).  The
+    rest of Markdown (emphasis, links, lists, quotes) the Synthesizer's front end reads
+    as a person would (kokoro_ext.text.markdown)."""
+    return _TAG.sub("", _FENCE.sub("\n", text))
 
 
 # -- pieces -----------------------------------------------------------------------------
