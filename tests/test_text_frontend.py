@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -83,3 +85,15 @@ def test_say_takes_lang(build_dir, tmp_path, capsys):
     assert "ˈola." in capsys.readouterr().out and out.stat().st_size > 44
     assert say(["--artifacts", str(build_dir[0]), "--lang", "klingon", "Hi."]) == 2
     assert "unknown language 'klingon'" in capsys.readouterr().err
+
+
+def test_markdown_is_read_unless_switched_off(synth):
+    assert [c.text for c in synth.stream("# Steps\n- **Mix** it\n- Bake")] == [
+        "Steps.", "Mix it.", "Bake.",
+    ]  # fmt: skip
+    assert synth.phonemize("**Hello** world.") == synth.phonemize("Hello world.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "#" has no reading: dropped with a warning
+        literal = list(synth.stream("# Use **bold**", markdown=False))
+        assert "ˈæstəɹ" in synth.phonemize("Use **bold**", markdown=False)
+    assert "**" in literal[0].text and "ˈæstəɹ" in "".join(c.phonemes for c in literal)
