@@ -164,6 +164,23 @@ def test_dash_writes_to_a_pipe(build_dir, tmp_path, expected):
     assert not any(p.suffix for p in tmp_path.iterdir())  # nothing written to a file
 
 
+def test_a_closed_pipe_ends_quietly(build_dir, tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kokoro_ext.say", TEXT, "-o", "-", "--artifacts", str(build_dir[0])],
+        cwd=tmp_path, env=_environment(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    process.stdout.close()  # the reader is gone before the audio comes
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 1 and err == "", err
+
+
+def test_dash_will_not_write_audio_to_a_terminal(build_dir, tmp_path):
+    argv = [sys.executable, "-m", "kokoro_ext.say", TEXT, "-o", "-", "--artifacts", str(build_dir[0])]
+    out = _on_a_terminal(argv, tmp_path, _environment(tmp_path), (24, 80), code=2)
+    assert out.replace("\r", "") == "error: -o - writes audio to stdout, which is a terminal: pipe it, or give -o FILE\n"
+
+
 def test_quiet_by_default(build_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert _say(build_dir, TEXT) == 0
@@ -192,9 +209,11 @@ LONG = " ".join(f"Sentence {word}." for word in ("one", "two", "three", "four", 
 BAR = re.compile(r"(\d+)%\|[^|]*\| (\d+) chunks, ([\d.]+) s audio, ([\d.]+) audio s/s \[[\d:]+<[\d:]+\]")
 
 
-def _on_a_terminal(argv: list[str], cwd: Path, env: dict, size: tuple[int, int] | None) -> str:
+def _on_a_terminal(
+    argv: list[str], cwd: Path, env: dict, size: tuple[int, int] | None, code: int = 0
+) -> str:
     """Run ``argv`` with stdout and stderr on a pseudo-terminal (rows, columns ``size``,
-    or none, as ``script`` leaves it); returns all it wrote."""
+    or none, as ``script`` leaves it); returns all it wrote.  It must exit with ``code``."""
     master, slave = pty.openpty()
     if size is not None:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
@@ -219,7 +238,7 @@ def _on_a_terminal(argv: list[str], cwd: Path, env: dict, size: tuple[int, int] 
         os.close(master)
         process.kill()
         process.wait()
-    assert process.returncode == 0, out.decode(errors="replace")
+    assert process.returncode == code, out.decode(errors="replace")
     return out.decode()
 
 

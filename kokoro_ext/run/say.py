@@ -164,18 +164,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _say(args, start, progress)
         except (ValueError, NonFiniteOutput) as err:
-            progress.close()
+            progress.close(finished=False)
             print(f"error: {err}", file=sys.stderr)
             return 2
         except OSError as err:  # the output cannot be written (a full disk, a closed pipe)
-            progress.close()
+            progress.close(finished=False)
             if isinstance(err, BrokenPipeError):
                 _silence_stdout()
                 return 1
             print(f"error: {err}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
-            progress.close()
+            progress.close(finished=False)
             print("interrupted", file=sys.stderr)
             return 130
 
@@ -222,6 +222,8 @@ def _encoder(format: str) -> Encoder:
 def _check_writable(output: Output) -> None:
     """ValueError now, rather than after the synthesis, if the file cannot be written."""
     if output.path is None:
+        if _is_terminal(sys.stdout):
+            raise ValueError("-o - writes audio to stdout, which is a terminal: pipe it, or give -o FILE")
         return
     parent = output.path.parent
     if output.path.is_dir():
@@ -246,11 +248,14 @@ def write_audio(chunks: Iterable[Chunk], encode: Encoder, output: Output, stream
     are gathered and written at the end, with the header's length fixed up, so that a
     failed synthesis leaves no partial file behind.
     """
-    own: IO[bytes] | None = None
-    if output.path is None:
-        sink: IO[bytes] = sys.stdout.buffer if stream else io.BytesIO()
+    path = output.path
+    stdout = sys.stdout.buffer if path is None else None
+    if not stream:
+        sink: IO[bytes] = io.BytesIO()
+    elif path is None:
+        sink = sys.stdout.buffer
     else:
-        own = sink = open(output.path, "wb") if stream else io.BytesIO()
+        sink = open(path, "wb")
     samples = 0
     try:
         for chunk in chunks:
@@ -260,20 +265,20 @@ def write_audio(chunks: Iterable[Chunk], encode: Encoder, output: Output, stream
             if stream:
                 sink.flush()
         sink.write(encode.finish())
-        if isinstance(sink, io.BytesIO) or own is not None:  # seekable, and ours to rewind
+        if sink is not stdout:  # a file of ours: rewind to fix the header's length
             for offset, data in encode.fixups:
                 sink.seek(offset)
                 sink.write(data)
         if isinstance(sink, io.BytesIO):
-            if output.path is None:
+            if path is None:
                 sys.stdout.buffer.write(sink.getvalue())
             else:
-                output.path.write_bytes(sink.getvalue())
-        else:
-            sink.flush()
+                path.write_bytes(sink.getvalue())
+        if stdout is not None:
+            stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
     finally:
-        if own is not None:
-            own.close()
+        if sink is not stdout:
+            sink.close()
     return samples
 
 
@@ -354,11 +359,12 @@ class Progress:
         else:
             self._bar.write(line, file=file)
 
-    def close(self) -> None:
-        """Fill the bar (the text is done) and leave it on the screen."""
+    def close(self, finished: bool = True) -> None:
+        """Leave the bar on the screen: full if the text is ``finished``, else as it got."""
         if self._bar is not None:
-            self._bar.set_description_str(self._status(time.perf_counter()), refresh=False)
-            self._bar.update(self._total - self._bar.n)
+            if finished:
+                self._bar.set_description_str(self._status(time.perf_counter()), refresh=False)
+                self._bar.update(self._total - self._bar.n)
             self._bar.close()
             self._bar = None
 
