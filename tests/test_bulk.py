@@ -101,6 +101,21 @@ def test_bad_records_are_recorded_and_skipped(build_dir, tmp_path):
     assert {row.id for row in summary.failures} == {"no-voice", "empty", "bad-speed", "5"}
 
 
+def test_the_command_line(build_dir, tmp_path, capsys):
+    from kokoro_ext.bulk.__main__ import main
+
+    table = tmp_path / "in.csv"
+    table.write_text('id,text,voice\nfirst,"Hello there, world.",\nsame/name,Hi.,\nsame_name,Hi.,\n')
+    code = main([str(table), str(tmp_path / "out"), "--artifacts", str(build_dir[0]),
+                 "--format", "wav", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1 and "3 records: 2 written, 0 already done, 1 failed" in out, out
+    assert "names the same file" in out
+    assert sf.info(str(tmp_path / "out" / "first.wav")).frames > 0
+    missing = main([str(table), str(tmp_path / "out2"), "--artifacts", str(tmp_path / "nothing")])
+    assert missing == 2 and "no build" in capsys.readouterr().err
+
+
 def test_a_second_run_writes_nothing_new(build_dir, tmp_path):
     table = write_jsonl(tmp_path / "in.jsonl", [{"id": f"r{i}", "text": s} for i, s in enumerate(SENTENCES)])
     out = tmp_path / "out"

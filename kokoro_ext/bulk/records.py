@@ -19,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kokoro_ext.text.chunking import pause_after, split_sentences
@@ -50,7 +50,7 @@ class Record:
         return _UNSAFE.sub("_", self.id).strip("._") or f"record-{self.index}"
 
     def fingerprint(self, audio_format: str) -> str:
-        """SHA-256 of what decides the output: a re-run redoes a record whose changed."""
+        """SHA-256 of what decides the output: a re-run redoes a record whose input changed."""
         spec = [self.text, self.voice, self.speed, self.language, audio_format]
         return hashlib.sha256(json.dumps(spec, ensure_ascii=False).encode()).hexdigest()
 
@@ -151,8 +151,7 @@ def _unique(records: list[Record]) -> list[Record]:
     for record in records:
         stem = record.stem.lower()  # case-insensitive file systems
         if stem in seen and record.problem is None:
-            record = Record(**{**record.__dict__, "problem":
-                               f"id {record.id!r} names the same file as id {seen[stem]!r}"})
+            record = replace(record, problem=f"id {record.id!r} names the same file as id {seen[stem]!r}")
         seen.setdefault(stem, record.id)
         out.append(record)
     return out
