@@ -1,7 +1,7 @@
 """Bulk synthesis on Ray Data: audiobooks and speech datasets, on one machine or many.
 
     python -m kokoro_ext.bulk book.md out/ --artifacts artifacts --voice af_heart
-    python -m kokoro_ext.bulk records.jsonl out/ --address ray://head:10001
+    python -m kokoro_ext.bulk records.jsonl out/ --address auto --artifacts /shared/artifacts
 
 ``records`` reads the input (a table of records, or a book cut into chapters) and cuts
 long records into pieces; ``worker`` is the Ray Data actor that synthesizes pieces;

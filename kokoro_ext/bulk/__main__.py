@@ -31,8 +31,8 @@ def parse_args(argv: list[str] | None = None) -> BulkOptions:
     parser.add_argument("--speed", type=float, default=1.0, help="of records that give none")
     parser.add_argument("--lang", dest="language", help="language of records that give none "
                         "(default: the voice's)")
-    parser.add_argument("--address", help="a Ray cluster (ray://host:10001 or auto); "
-                        "default: start Ray on this machine")
+    parser.add_argument("--address", help="a Ray cluster, as ray.init takes it (auto: the one "
+                        "this machine is part of); default: start Ray on this machine")
     parser.add_argument("--actors", type=int, help="default: the cluster's CPUs / --threads")
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="per actor")
     parser.add_argument("--piece-chars", type=int, default=PIECE_CHARS,
