@@ -30,6 +30,14 @@ in 10 ms frames); the median and 95th percentile of the distance over every word
 share (``word_start_error_*``; a sentence whose words are not all in pocketsphinx's
 dictionary is left out).
 
+``--build NAME=DIR`` (repeatable) adds another build of this project as engine
+``tvm-NAME``, given the same phonemes, voice and seed: its word error rate, and its
+waveform SNR against the ``--artifacts`` build per sentence (``snr_vs_tvm``).  With
+``--artifacts`` a float32-products build (``--precision fp32``) and ``--build int8=DIR``
+the default one, this is a reduced precision's distance from float32.  The SNR of a
+whole waveform is bounded by the prosody stage's F0 (the harmonic source integrates it
+into a phase), so it is low for any change there; WER is what tells.
+
 ``--set written`` speaks WRITTEN instead: sentences full of numbers, money, dates and
 abbreviations, scored against their spoken form (kokoro_ext.text.normalize), into
 ``quality-written.*``.
@@ -329,8 +337,14 @@ def run(args: argparse.Namespace) -> dict:
         skipped("espeak-ng", "no espeak-ng executable (apt-get install espeak-ng)")
     voice = load_voice_array(args.voice)
     aligner = Aligner() if synth is not None else None
+    others = {}
+    for name, directory in args.builds:
+        other, _ = load_engine(f"tvm-{name}", lambda d=directory: load_tvm(d))
+        if other is not None:
+            others[f"tvm-{name}"] = other
     engines = [e for e, up in (("tvm", synth), ("pytorch", pytorch), ("onnx-int8", session),
                                ("espeak-ng", have_espeak)) if up is not None and up is not False]
+    engines[1:1] = list(others)
     if not engines:
         raise SystemExit("error: no engine loaded")
 
@@ -340,7 +354,7 @@ def run(args: argparse.Namespace) -> dict:
         ids = phonemes_to_ids(phonemes, front.vocab)
         said = spoken(text, args.set == "written")
         row = {"text": text, "said": said, "phonemes": phonemes, "heard": {}, "seconds": {},
-               "snr_db": None, "phase_flips": None}
+               "snr_db": None, "phase_flips": None, "snr_vs_tvm": {}}
         audio = {}
         trace = None
         if synth is not None:
@@ -349,6 +363,13 @@ def run(args: argparse.Namespace) -> dict:
             row["seconds"]["tvm"] = time.perf_counter() - started
             audio["tvm"] = (trace.audio, SAMPLE_RATE)
             row["word_start_errors"] = word_start_errors(synth, text, said, phonemes, trace, aligner)
+        for engine, other in others.items():
+            started = time.perf_counter()
+            samples = other.synthesize_phonemes(phonemes, voice=voice, seed=args.seed).audio
+            row["seconds"][engine] = time.perf_counter() - started
+            audio[engine] = (samples, SAMPLE_RATE)
+            if trace is not None and len(samples) == len(trace.audio):
+                row["snr_vs_tvm"][engine] = snr_db(samples, trace.audio)
         if pytorch is not None:
             spectrum = trace.stages["source"]["spectrum"] if trace is not None else None
             started = time.perf_counter()
@@ -398,6 +419,7 @@ def run(args: argparse.Namespace) -> dict:
         "word_start_error_median": float(np.median(starts)) if starts else None,
         "word_start_error_p95": float(np.percentile(starts, 95)) if starts else None,
         "word_start_unaligned": sum(r.get("word_start_errors") is None for r in rows),
+        "builds": {e: str(d) for e, (_, d) in zip(others, args.builds)},
         "rows": rows,
     }
 
@@ -452,14 +474,23 @@ def format_tables(result: dict) -> str:
             f"{result['word_start_error_p95'] * 1000:.0f} ms over {result['word_start_words']} words"
             + (f" ({result['word_start_unaligned']} sentences not aligned)"
                if result["word_start_unaligned"] else ""))
+    builds = list(result.get("builds", {}))
+    for e in builds:
+        snrs = [r["snr_vs_tvm"][e] for r in result["rows"] if e in r["snr_vs_tvm"]]
+        if snrs:
+            lines.append(f"waveform {e} vs tvm (same phonemes, voice, seed): SNR min "
+                         f"{min(snrs):.1f} dB, median {float(np.median(snrs)):.1f} dB")
     lines += [
         "",
-        f"{'#':>2} {'SNR dB':>7} " + " ".join(f"{e:>9}" for e in engines) + "  sentence",
+        f"{'#':>2} {'SNR dB':>7} " + "".join(f" {e + ' dB':>14}" for e in builds)
+        + " " + " ".join(f"{e:>9}" for e in engines) + "  sentence",
     ]
     for i, r in enumerate(result["rows"]):
         snr = f"{r['snr_db']:.1f}" if r["snr_db"] is not None else "-"
+        vs = "".join(f" {r['snr_vs_tvm'].get(e, float('nan')):>14.1f}" for e in builds)
         lines.append(
-            f"{i:>2} {snr:>7} " + " ".join(f"{r['errors'][e]:>9}" for e in engines) + f"  {r['text']}"
+            f"{i:>2} {snr:>7}{vs} " + " ".join(f"{r['errors'][e]:>9}" for e in engines)
+            + f"  {r['text']}"
         )
     return "\n".join(lines)
 
@@ -469,7 +500,7 @@ def plot(result: dict, path: Path) -> None:
 
     engines = result["engines"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 2]})
-    bars = left.bar(engines, [result["wer"][e] for e in engines], color=["C0", "C1", "C2", "C7"][: len(engines)])
+    bars = left.bar(engines, [result["wer"][e] for e in engines], color=[f"C{i}" for i in range(len(engines))])
     left.bar_label(bars, fmt="%.3f")
     left.set_ylabel("word error rate (pocketsphinx)")
     left.set_title(f"WER, {len(result['rows'])} sentences")
@@ -484,6 +515,13 @@ def plot(result: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _named_build(value: str) -> tuple[str, Path]:
+    name, sep, directory = value.partition("=")
+    if not sep or not name or not directory:
+        raise argparse.ArgumentTypeError(f"--build takes NAME=DIR, got {value!r}")
+    return name, Path(directory)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--artifacts", type=Path, default=Path("artifacts"), help="a build of the real model")
@@ -493,6 +531,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--first", type=int, help="only the first N sentences (a quick look)")
+    parser.add_argument("--build", dest="builds", action="append", default=[], type=_named_build,
+                        metavar="NAME=DIR", help="another build, as engine tvm-NAME (repeatable)")
     parser.add_argument("--keep-wavs", type=Path, help="also write every waveform here")
     parser.add_argument(
         "--set", choices=("plain", "written"), default="plain",

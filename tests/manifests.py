@@ -45,6 +45,7 @@ def example_manifest(**changes) -> Manifest:
         lstm_backend="native",
         dense="native",
         weight_dtype="auto",
+        precision="fp32",
         limits=Limits(tokens=512, frames=8192),
         geometry=Geometry(600, 120, 9),
         config_sha256="2" * 64,

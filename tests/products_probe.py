@@ -3,7 +3,10 @@ save their outputs: ``python tests/products_probe.py OUT.npz``, with $KOKORO_EXT
 naming the kernel library to load (tests/test_products_isa.py).
 
 After those (``FLOAT_OUTPUTS`` of them), pairs: each int8-weight kernel's output and the
-float32 kernel's on the same weights dequantized, which must be equal bit for bit."""
+float32 kernel's on the same weights dequantized, which must be equal bit for bit
+(``PAIR_OUTPUTS``).  Last, where this CPU has the instructions, the low-precision kernels'
+outputs on the convolutions (low_precision.h, compiled for them whatever the library's
+-march): conv1d_taps_q8_int8's, then conv1d_taps_q8_bf16's; none of either without."""
 
 import sys
 
@@ -34,6 +37,28 @@ def inputs(seed: int = 0):
 
 
 FLOAT_OUTPUTS = 8
+PAIR_OUTPUTS = 2 * (len(CONVS) + len(ADDMMS))
+LOW_PRECISION_KERNELS = ("kokoro_ext.conv1d_taps_q8_int8", "kokoro_ext.conv1d_taps_q8_bf16")
+
+
+def _low_precision(convs, features) -> list[np.ndarray]:
+    """Each low-precision kernel the host can run, on every convolution of ``convs``."""
+    f = tvm_ffi.get_global_func
+    T = tvm_ffi.from_dlpack
+    outputs = []
+    for kernel, needs in zip(LOW_PRECISION_KERNELS, ("avx512vnni", "avx512bf16")):
+        if needs not in features:
+            continue
+        for x, w, b, k, d in convs:
+            w = np.ascontiguousarray(w, np.float32)
+            blocks = (w.shape[0] + 7) // 8
+            q = np.empty((blocks, k, w.shape[1], 8), np.int8)
+            scale = np.empty(blocks * 8, np.float32)
+            f("kokoro_ext.taps_filter_q8")(T(w), T(q), T(scale))
+            y = np.empty((1, w.shape[0], x.shape[2]), np.float32)
+            f(kernel)(tvm_ffi.Shape([d * (k - 1) // 2, d]), T(x), T(q), T(scale), T(b), T(y))
+            outputs.append(y)
+    return outputs
 
 
 def _q8_pairs(convs, addmms) -> list[np.ndarray]:
@@ -91,7 +116,10 @@ def main(out: str) -> None:
         addmm(*[tvm_ffi.from_dlpack(a) for a in (b, x, w, y)])
         results.append(y)
     assert len(results) == FLOAT_OUTPUTS
-    np.savez(out, *results, *_q8_pairs(convs, addmms))
+    from kokoro_ext.run.cpu import HostCPU
+
+    low = _low_precision(convs, HostCPU.detect().enabled)
+    np.savez(out, *results, *_q8_pairs(convs, addmms), *low)
 
 
 if __name__ == "__main__":

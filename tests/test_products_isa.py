@@ -88,7 +88,21 @@ def test_int8_weight_kernels_give_the_float_kernels_outputs_on_both_blockings(av
     kernels on the dequantized weights, bit for bit, on either instruction set."""
     for library, name in ((None, "host"), (avx2_library, "avx2")):
         outputs = _probe(library, tmp_path / f"{name}-q8.npz")
-        pairs = outputs[products_probe.FLOAT_OUTPUTS:]
-        assert len(pairs) == 2 * (len(products_probe.CONVS) + len(products_probe.ADDMMS))
+        pairs = outputs[products_probe.FLOAT_OUTPUTS:][: products_probe.PAIR_OUTPUTS]
+        assert len(pairs) == products_probe.PAIR_OUTPUTS
         for i in range(0, len(pairs), 2):
             np.testing.assert_array_equal(pairs[i], pairs[i + 1], err_msg=f"{name} pair {i // 2}")
+
+
+def test_low_precision_kernels_compute_alike_in_an_avx2_library(avx2_library, tmp_path):
+    """The int8 and bf16 products are compiled for AVX512_VNNI and AVX512_BF16 whatever the
+    library's -march: an AVX2 library on this host runs them (the same products, the
+    epilogue in its own instructions) where the host has them."""
+    start = products_probe.FLOAT_OUTPUTS + products_probe.PAIR_OUTPUTS
+    host = _probe(None, tmp_path / "host-low.npz")[start:]
+    avx2 = _probe(avx2_library, tmp_path / "avx2-low.npz")[start:]
+    if not host:
+        pytest.skip("this CPU has neither AVX512_VNNI nor AVX512_BF16")
+    assert len(host) == len(avx2) and len(host) % len(products_probe.CONVS) == 0
+    for i, (h, a) in enumerate(zip(host, avx2)):
+        np.testing.assert_allclose(a, h, rtol=0, atol=1e-6 * float(np.abs(h).max()), err_msg=f"{i}")

@@ -18,7 +18,7 @@ from tvm.script import relax as R
 from kokoro_ext.build.export import PackedLSTM
 from kokoro_ext.build.passes import quantize_weights
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
-from kokoro_ext.build.precision import LSTM_WEIGHTS, int8_weights, lossy_rows
+from kokoro_ext.build.precision import LSTM_WEIGHTS, ConvProducts, int8_weights, lossy_rows
 from kokoro_ext.run import native
 
 
@@ -198,3 +198,50 @@ def test_lossy_rows_of_lstm_weights_are_per_gate_row():
              ("lstm.w_hh", rng.standard_normal((1, 2, 64, 16), dtype=np.float32))]
     assert int8_weights(named, "auto") == {"lstm.w_ih_first", "lstm.w_ih_rest"}
     assert int8_weights(named, "int8") == {"lstm.w_ih_first", "lstm.w_ih_rest", "lstm.w_hh"}
+
+
+# -- convolutions: the kernel of the build's products ------------------------------------------
+
+
+def _conv_module(body: str) -> tvm.IRModule:
+    """A module whose main runs ``body`` (TVMScript lines) on x and a 16x16x3 filter."""
+    return tvm.script.from_source(f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(
+        x: R.Tensor((1, 16, 40), dtype="float32"),
+        p_w: R.Tensor((16, 16, 3), dtype="float32"),
+        p_b: R.Tensor((16,), dtype="float32"),
+    ) -> R.Tensor((1, 16, 40), dtype="float32"):
+        R.func_attr({{"num_input": 1}})
+        with R.dataflow():
+{body}
+            R.output(y)
+        return y
+""")
+
+
+DIRECT = """\
+            taps = R.call_dps_packed("kokoro_ext.taps_filter", (p_w,), out_ty=R.Tensor((2, 3, 16, 8), dtype="float32"))
+            y = R.call_dps_packed("kokoro_ext.conv1d_taps", (R.shape([1, 1]), x, taps, p_b), out_ty=R.Tensor((1, 16, 40), dtype="float32"))"""
+LONG = """\
+            taps = R.call_dps_packed("kokoro_ext.taps_filter", (p_w,), out_ty=R.Tensor((2, 3, 16, 8), dtype="float32"))
+            gw = R.call_dps_packed("kokoro_ext.winograd_filter", (p_w,), out_ty=R.Tensor((6, 2, 16, 8), dtype="float32"))
+            y = R.call_dps_packed("kokoro_ext.conv1d_winograd_if_pays", (R.shape([1, 1, 3]), x, taps, gw, p_b), out_ty=R.Tensor((1, 16, 40), dtype="float32"))"""
+QUANTIZED = """\
+            q = R.call_dps_packed("kokoro_ext.taps_filter_q8", (p_w,), out_ty=[R.Tensor((2, 3, 16, 8), dtype="int8"), R.Tensor((16,), dtype="float32")])
+            y = R.call_dps_packed("{kernel}", (R.shape([1, 1]), x, q[0], q[1], p_b), out_ty=R.Tensor((1, 16, 40), dtype="float32"))"""
+
+
+@pytest.mark.parametrize("before, products, kernel", [
+    (DIRECT, ConvProducts(), "kokoro_ext.conv1d_taps_q8"),
+    (DIRECT, ConvProducts(direct="bf16"), "kokoro_ext.conv1d_taps_q8_bf16"),
+    (DIRECT, ConvProducts(long="int8"), "kokoro_ext.conv1d_taps_q8"),
+    (LONG, ConvProducts(), "kokoro_ext.conv1d_winograd_q8_if_pays"),
+    (LONG, ConvProducts(direct="bf16"), "kokoro_ext.conv1d_winograd_q8_if_pays"),
+    (LONG, ConvProducts(long="int8", direct="bf16"), "kokoro_ext.conv1d_taps_q8_int8"),
+])
+def test_a_convolution_on_an_int8_filter_takes_the_kernel_of_its_products(before, products, kernel):
+    after = quantize_weights(frozenset({"p_w"}), products)(_conv_module(before))
+    tvm.ir.assert_structural_equal(after, _conv_module(QUANTIZED.format(kernel=kernel)))

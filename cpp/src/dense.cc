@@ -28,6 +28,7 @@
  * Long stride-1 convolutions with constant weights take Winograd F(m, r) instead
  * (winograd.cc), chosen at compile time.
  */
+#include <kokoro_ext/low_precision.h>
 #include <kokoro_ext/products.h>
 #include <kokoro_ext/quantized.h>
 #include <kokoro_ext/tensor_args.h>
@@ -181,6 +182,130 @@ void Conv1dTapsQ8(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::Ten
              PackedFilter{nullptr, DataPtr<const int8_t>(taps), DataPtr<const float>(scale)},
              DataPtr<const float>(bias), DataPtr<float>(out), s.B, s.C_in, s.T_in, s.C_out,
              s.K, s.pad, s.dilation, s.T_out);
+}
+
+/*!
+ * \brief conv1d_taps_q8 with bf16 products (kokoro_ext/low_precision.h): the input rounded to bf16
+ *  pairs of channels once, the int8 taps exact as bf16, the scale and bias applied to the
+ *  float32 sums.  An odd number of input channels takes conv1d_taps_q8.
+ */
+void Conv1dTapsQ8Bf16(tvm::ffi::Shape options, tvm::ffi::TensorView x,
+                      tvm::ffi::TensorView taps, tvm::ffi::TensorView scale,
+                      tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d_taps_q8_bf16";
+  const ConvShape s = CheckQuantizedConvArgs(kName, options, x, taps, scale, bias, out);
+  if (s.C_in % 2 != 0) {
+    Conv1dTapsQ8(options, x, taps, scale, bias, out);
+    return;
+  }
+  RequireBf16(kName);
+  const int64_t B = s.B, C_in = s.C_in, T_in = s.T_in, C_out = s.C_out, K = s.K;
+  const int64_t pad = s.pad, T_out = s.T_out;
+  const float* px = DataPtr<const float>(x);
+  const int8_t* q8 = DataPtr<const int8_t>(taps);
+  const float* ps = DataPtr<const float>(scale);
+  const float* pb = DataPtr<const float>(bias);
+  float* po = DataPtr<float>(out);
+  // Zero-padded input as bf16 pairs of channels, [B][C_in / 2][T_pad][2].
+  const int64_t T_pad = T_in + 2 * pad + kColumnMultiple;
+  const int64_t pairs = B * C_in / 2;
+  uint16_t* padded = reinterpret_cast<uint16_t*>(Workspace<1>(pairs * T_pad));
+  ParallelFor(pairs, [&](int64_t bp) {
+    float* rows = Workspace<3>(2 * T_pad);
+    for (int64_t j = 0; j < 2; ++j) {
+      float* row = rows + j * T_pad;
+      std::fill(row, row + pad, 0.f);
+      std::memcpy(row + pad, px + (2 * bp + j) * T_in, T_in * sizeof(float));
+      std::fill(row + pad + T_in, row + T_pad, 0.f);
+    }
+    PairRowsBf16(rows, 2, T_pad, T_pad, padded + bp * 2 * T_pad, T_pad);
+  }, pairs * T_pad >= kMinParallelFlops / 16);
+  const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
+  const int64_t packed = PackedBlocks(C_out), depth = K * C_in;
+  const int64_t wanted = OutputBlocks(B * tiles, C_out);
+  const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
+  const int64_t blocks = (C_out + block - 1) / block;
+  ParallelFor(B * tiles * blocks, [&](int64_t item) {
+    const int64_t b = item / (tiles * blocks), tile = item / blocks % tiles;
+    const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
+    const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
+    const int64_t cols = RoundColumns(width);
+    const int64_t o_blocks = PackedBlocks(rows);
+    uint16_t* w = reinterpret_cast<uint16_t*>(Workspace<4>(o_blocks * depth * kPack / 2));
+    PairInt8FilterBf16(q8 + o0 / kPack * depth * kPack, o_blocks, depth, w);
+    float* M = Workspace<2>(block * cols);
+    PackedProductBf16(w, depth, o_blocks, K, C_in, padded + (b * C_in / 2 * T_pad + t0) * 2,
+                      T_pad, s.dilation, cols, M, cols);
+    for (int64_t o = 0; o < rows; ++o) {
+      float* y = po + (b * C_out + o0 + o) * T_out + t0;
+      const float* m = M + o * cols;
+      const float k = ps[o0 + o], bias = pb[o0 + o];
+      for (int64_t q = 0; q < width; ++q) y[q] = m[q] * k + bias;
+    }
+  });
+}
+
+/*!
+ * \brief conv1d_taps_q8 with int8 products (kokoro_ext/low_precision.h): each tile of
+ *  kColumnTile output columns quantizes its input window (over all channels) with a scale
+ *  of its own, the int8 taps are used as they are, and the sums are exact; the two scales
+ *  and the bias apply to them.  A number of input channels that is not a multiple of 4
+ *  takes conv1d_taps_q8.
+ */
+void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
+                      tvm::ffi::TensorView taps, tvm::ffi::TensorView scale,
+                      tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.conv1d_taps_q8_int8";
+  const ConvShape s = CheckQuantizedConvArgs(kName, options, x, taps, scale, bias, out);
+  if (s.C_in % 4 != 0) {
+    Conv1dTapsQ8(options, x, taps, scale, bias, out);
+    return;
+  }
+  RequireVnni(kName);
+  const int64_t B = s.B, C_in = s.C_in, T_in = s.T_in, C_out = s.C_out, K = s.K;
+  const int64_t pad = s.pad, dilation = s.dilation, T_out = s.T_out;
+  const float* px = DataPtr<const float>(x);
+  const float* ps = DataPtr<const float>(scale);
+  const float* pb = DataPtr<const float>(bias);
+  float* po = DataPtr<float>(out);
+  const int64_t packed = PackedBlocks(C_out), depth = K * C_in;
+  // The taps in quads of input channels, once per call, with each channel's sum.
+  int8_t* w = reinterpret_cast<int8_t*>(Workspace<0>(packed * depth * kPack / 4));
+  int32_t* sums = reinterpret_cast<int32_t*>(Workspace<3>(packed * kPack));
+  ParallelFor(packed, [&](int64_t ob) {
+    const int64_t offset = ob * depth * kPack;
+    QuadFilterInt8(DataPtr<const int8_t>(taps) + offset, 1, K, C_in, w + offset,
+                   sums + ob * kPack);
+  }, packed * depth * kPack >= kMinParallelFlops / 4);
+  // Each tile's window: its columns rounded up, and the taps' reach past them.
+  const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
+  const int64_t window = RoundColumns(kColumnTile) + (K - 1) * dilation;
+  uint8_t* windows = reinterpret_cast<uint8_t*>(Workspace<1>(B * tiles * C_in * window / 4));
+  float* steps = Workspace<5>(B * tiles);
+  ParallelFor(B * tiles, [&](int64_t bt) {
+    const int64_t b = bt / tiles, t0 = bt % tiles * kColumnTile;
+    steps[bt] = QuantizeColumnsInt8(px + b * C_in * T_in, C_in, T_in, T_in, t0 - pad, window,
+                                    windows + bt * C_in * window);
+  }, B * C_in * T_in >= kMinParallelFlops / 16);
+  const int64_t wanted = OutputBlocks(B * tiles, C_out);
+  const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
+  const int64_t blocks = (C_out + block - 1) / block;
+  ParallelFor(B * tiles * blocks, [&](int64_t item) {
+    const int64_t bt = item / blocks, tile = bt % tiles, b = bt / tiles;
+    const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
+    const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
+    const int64_t cols = RoundColumns(width);
+    int32_t* M = reinterpret_cast<int32_t*>(Workspace<2>(block * cols));
+    PackedProductInt8(w + o0 / kPack * depth * kPack, PackedBlocks(rows), K, C_in,
+                      windows + bt * C_in * window, window, dilation, cols, M, cols);
+    for (int64_t o = 0; o < rows; ++o) {
+      float* y = po + (b * C_out + o0 + o) * T_out + t0;
+      const int32_t* m = M + o * cols;
+      const int32_t zero = 128 * sums[o0 + o];
+      const float k = steps[bt] * ps[o0 + o], bias = pb[o0 + o];
+      for (int64_t q = 0; q < width; ++q) y[q] = static_cast<float>(m[q] - zero) * k + bias;
+    }
+  });
 }
 
 void TapsFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView taps) {
@@ -440,6 +565,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("kokoro_ext.taps_filter", TapsFilter)
       .def("kokoro_ext.taps_filter_q8", TapsFilterQ8)
       .def("kokoro_ext.conv1d_taps_q8", Conv1dTapsQ8)
+      .def("kokoro_ext.conv1d_taps_q8_bf16", Conv1dTapsQ8Bf16)
+      .def("kokoro_ext.conv1d_taps_q8_int8", Conv1dTapsQ8Int8)
       .def("kokoro_ext.columns_q8", ColumnsQ8)
       .def("kokoro_ext.addmm_q8", AddmmQ8)
       .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)

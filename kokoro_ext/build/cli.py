@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kokoro_ext.build.driver import DEFAULT_OUT, BuildOptions, build
 from kokoro_ext.build.frontend import LSTM_BACKENDS
-from kokoro_ext.build.precision import WEIGHT_DTYPES
+from kokoro_ext.build.precision import PRECISIONS, WEIGHT_DTYPES
 from kokoro_ext.run.cache import DEFAULT_VOICE
 
 
@@ -93,6 +93,15 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
         "kernels read them: auto (default) those on an int8 grid, lossless (all of the int8 "
         "checkpoint's quantized weights, none of a float32 one); int8 every convolution and "
         "linear weight (lossy off a grid); float32 none",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="what the convolutions on int8 weights multiply in: auto (default) int8 where "
+        "the target has AVX512_VNNI, else bf16 where it has AVX512_BF16, else fp32; int8 "
+        "(int8 x int8, the inputs quantized per tile), bf16, or fp32 (the float32 "
+        "build's arithmetic)",
     )
     return BuildOptions(**vars(parser.parse_args(argv)))
 

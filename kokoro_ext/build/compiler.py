@@ -27,7 +27,7 @@ from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
-from kokoro_ext.build.precision import WeightDtype, int8_weights
+from kokoro_ext.build.precision import ConvProducts, WeightDtype, int8_weights
 from kokoro_ext.build.stages import StageSpec
 from kokoro_ext.run.manifest import StageSignature
 from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_tensor
@@ -101,12 +101,14 @@ def compile_stage(
     lstm_backend: LstmBackend = "native",
     native_dense: bool = True,
     weight_dtype: WeightDtype = "auto",
+    products: ConvProducts = ConvProducts(),
 ) -> CompiledStage:
     """Compile ``spec``'s stage of ``model`` once for every batch and length (its symbolic
     axes), with the weights as parameters: the module's, in the order ``parameters``
     records, for the library's transform (``transform_weights``, on the exported library:
     running a VM on the executable before its export would add a memory scope entry per
-    constant to what it saves, and a warning per entry to every load)."""
+    constant to what it saves, and a warning per entry to every load).  ``products``:
+    what its convolutions on int8 weights multiply in (kokoro_ext.build.precision)."""
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     dynamic = spec.dynamic(model)
@@ -118,7 +120,11 @@ def compile_stage(
     weights = [w.numpy() for w in params["main"]]
     chosen = int8_weights(zip(names, weights, strict=True), weight_dtype)
     int8 = frozenset(r for n, r in zip(names, relax_names) if n in chosen)
-    options = PipelineOptions(native_dense=native_dense, int8_weights=int8)
+    options = PipelineOptions(
+        native_dense=native_dense,
+        int8_weights=int8,
+        products=products,
+    )
     executable = _compile(mod, target, options, seconds)
     parameters = [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
     signature = spec.signature(program, dynamic)

@@ -27,7 +27,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +39,13 @@ from torch import nn
 import kokoro_ext
 from kokoro_ext.build import environment
 from kokoro_ext.build.compiler import compile_stage, transform_weights
-from kokoro_ext.build.precision import WeightDtype
+from kokoro_ext.build.precision import (
+    ConvProducts,
+    Precision,
+    WeightDtype,
+    conv_products,
+    products,
+)
 from kokoro_ext.build.frontend import LstmBackend
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice, resolve_voice
 from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES, Geometry
@@ -71,6 +77,7 @@ class BuildOptions:
     lstm_backend: LstmBackend = "native"
     dense: Literal["native", "tvm"] = "native"
     weight_dtype: WeightDtype = "auto"  # which weights are stored as int8 (build.precision)
+    precision: Precision = "auto"  # what convolutions on int8 weights multiply in (build.precision)
 
 
 def resolve_weights(options: BuildOptions) -> Path | None:
@@ -101,6 +108,8 @@ def build(options: BuildOptions, log: Log = print) -> Path:
     if options.weights_only:
         return rebuild_weights(options, log)
     target = parse_target(options.target)
+    # a precision the target cannot take fails here, before anything compiles
+    chosen = products(options.precision, target_features(target), options.weight_dtype != "float32")
     config = load_config(options.config)
     weights, voice_file, voice_name = resolve_sources(options)
     if weights is None:
@@ -112,7 +121,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
         log(f"weights: {weights}")
     log(
         f"default voice: {voice_name or voice_file or f'random (seed {options.seed})'}; "
-        f"target: {json.dumps(target)}"
+        f"target: {json.dumps(target)}; products: {chosen}"
     )
     out = options.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -147,6 +156,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 cpu_features=tuple(sorted(instruction_features(target_features(target)))),
                 lstm_backend=options.lstm_backend,
                 weight_dtype=options.weight_dtype,
+                precision=chosen if _stores_int8(stages.values()) else "fp32",
                 dense=options.dense,
                 limits=Limits(tokens=MAX_TOKENS, frames=MAX_FRAMES),
                 geometry=Geometry.from_model(model),
@@ -268,6 +278,18 @@ def _write_stage_weights(directory: Path, stage: str, arrays: list) -> WeightsFi
 _COST = {"decoder": 3, "text": 2, "prosody": 1, "source": 0}
 
 
+def _conv_products(options: BuildOptions) -> ConvProducts:
+    """What the convolutions of the build ``options`` describe multiply in."""
+    features = target_features(parse_target(options.target))
+    chosen = products(options.precision, features, options.weight_dtype != "float32")
+    return conv_products(chosen, features)
+
+
+def _stores_int8(entries: Iterable[StageEntry]) -> bool:
+    """Whether any of the stages stores int8 weights (the low precisions multiply those)."""
+    return any(t.dtype == "int8" for e in entries for t in e.weights.tensors)
+
+
 @functools.cache
 def _model(options: BuildOptions) -> nn.Module:
     """The model ``options`` describe, built once per process: a worker compiles several
@@ -285,6 +307,7 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
         options.lstm_backend,
         native_dense=options.dense == "native",
         weight_dtype=options.weight_dtype,
+        products=_conv_products(options),
     )
     file = artifacts.stage_file(name)
     path = staging / file

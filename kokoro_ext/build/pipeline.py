@@ -7,7 +7,8 @@ runs them in order.  This is the one place that decides which passes run and whe
       and ``winograd_conv1d`` turns the long stride-1 convolutions among them into
       Winograd (kokoro_ext.build.passes.winograd), and ``quantize_weights`` sends the
       kernels on the weights stored as int8 to their int8 forms
-      (kokoro_ext.build.passes.quantize); then cpu_generic's.
+      (kokoro_ext.build.passes.quantize), whose convolutions multiply in the build's
+      precision; then cpu_generic's.
   legalize_passes  ``LiftTransformParams`` first moves whatever depends on the weights
       alone (weight norm, transposes, Winograd filters) out of ``main`` into
       ``main_transform_params``, which the build runs once on the checkpoint
@@ -29,6 +30,7 @@ import tvm
 from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 
+from kokoro_ext.build.precision import ConvProducts
 from kokoro_ext.build.passes import (
     DispatchNativeKernels,
     InlineElementwise,
@@ -49,20 +51,23 @@ class PipelineOptions:
     native_dense: bool = True
     #: The weight parameters (Relax names) stored as int8 (kokoro_ext.build.precision).
     int8_weights: frozenset[str] = frozenset()
+    #: What the convolutions on int8 weights multiply in (kokoro_ext.build.precision).
+    products: ConvProducts = ConvProducts()
 
 
 def library_dispatch_passes(
     target: tvm.target.Target,
     native_dense: bool = True,
     int8_weights: frozenset[str] = frozenset(),
+    products: ConvProducts = ConvProducts(),
 ) -> list[tvm.transform.Pass]:
     """Ours when ``native_dense``, then cpu_generic's: the native kernels first, then
     Winograd on the convolutions dispatch sent to them (its weights are the constants the
     importer bound, or the function's weight parameters), then the int8 forms of the
-    kernels on the ``int8_weights``."""
+    kernels on the ``int8_weights``, multiplying in ``products``."""
     ours = []
     if native_dense:
-        ours = [DispatchNativeKernels(), winograd_conv1d, quantize_weights(int8_weights)]
+        ours = [DispatchNativeKernels(), winograd_conv1d, quantize_weights(int8_weights, products)]
     return ours + cpu_generic.library_dispatch_passes(target)
 
 
@@ -107,7 +112,9 @@ def get_default_pipeline(
     def _pipeline(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         with target:
             seq = tvm.transform.Sequential(
-                library_dispatch_passes(target, options.native_dense, options.int8_weights)
+                library_dispatch_passes(
+                    target, options.native_dense, options.int8_weights, options.products
+                )
                 + legalize_passes(target)
                 + dataflow_lower_passes(target)
                 + finalize_passes(target)

@@ -1,4 +1,5 @@
-"""Which weights a build stores as int8 (``--weight-dtype``).
+"""Which weights a build stores as int8 (``--weight-dtype``), and in what precision its
+convolutions multiply (``--precision``).
 
   float32  none: every weight in float32.
   int8     every convolution filter, linear weight and LSTM weight the native kernels
@@ -15,11 +16,30 @@ kokoro_ext.build.passes.quantize then sends the kernels that take the chosen wei
 their int8 forms.  Its rows depend on the kernel: a conv1d filter [C_out, C_in, K] has one
 per output channel, an LSTM's [D, 4H, I] input weights one per direction and gate, so a
 3-D weight is an LSTM's when its name says so (``LSTM_WEIGHTS``).
+
+The products (``--precision``) of the convolutions on int8 weights, chosen per layer by
+measured error and speed (bench/quality.py's word error rate on the real model):
+
+  fp32     float32: the int8 weights dequantized where the kernels read them (Winograd on
+           the generator's long convolutions); the float32 build's sums, in another order.
+  int8     on the generator's long convolutions (those Winograd takes in float32), int8 x
+           int8 with exact int32 sums (AVX512_VNNI), each convolution's input quantized per
+           tile of 256 columns (kokoro_ext/low_precision.h): 1.4-2.2x float32 Winograd's
+           speed; the other convolutions as bf16 does where the target has AVX512_BF16,
+           else float32.  int8 on every convolution (the text encoder's, the prosody
+           predictor's, the decoder's) cost 3 more recognition errors on the plain set,
+           against 2 fewer with it on the generator's alone.
+  bf16     the convolutions Winograd does not take, in bf16 x int8-as-bf16 with float32
+           sums (AVX512_BF16); Winograd stays float32 (bf16 inputs through its transforms
+           lose 10-30 dB).
+  auto     (the default) int8 where the target has AVX512_VNNI, else bf16 where it has
+           AVX512_BF16, else fp32; fp32 whenever no weight is int8.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -29,6 +49,15 @@ from kokoro_ext.run import kernels, native
 
 WeightDtype = Literal["auto", "int8", "float32"]
 WEIGHT_DTYPES: tuple[str, ...] = ("auto", "int8", "float32")
+Precision = Literal["auto", "int8", "bf16", "fp32"]
+PRECISIONS: tuple[str, ...] = ("auto", "int8", "bf16", "fp32")
+#: The products a build computes with: a Precision other than auto.
+Products = Literal["int8", "bf16", "fp32"]
+#: What each low precision needs of the target (LLVM's names, as in the manifest).
+PRECISION_FEATURES: dict[str, frozenset[str]] = {
+    "int8": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512vnni"}),
+    "bf16": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512bf16"}),
+}
 
 #: The weights of kokoro_ext.build.export.PackedLSTM (the last component of a parameter's
 #: name) that the LSTM kernel takes as int8.
@@ -77,3 +106,50 @@ def int8_weights(named: Iterable[tuple[str, np.ndarray]], dtype: WeightDtype) ->
         if lossy is not None and (dtype == "int8" or lossy == 0):
             chosen.add(name)
     return frozenset(chosen)
+
+
+def products(precision: Precision, features: Iterable[str], int8: bool) -> Products:
+    """The products a build computes with, for ``precision`` on a target with ``features``
+    when some weights are ``int8`` (the low precisions multiply int8 weights only).
+    ValueError for a precision the target or the weights cannot take."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    features = frozenset(features)
+    if precision == "auto":
+        if not int8:
+            return "fp32"
+        return next((p for p in ("int8", "bf16") if PRECISION_FEATURES[p] <= features), "fp32")
+    if precision == "fp32":
+        return "fp32"
+    missing = sorted(PRECISION_FEATURES[precision] - features)
+    if missing:
+        raise ValueError(
+            f"--precision {precision} needs {', '.join(missing)}, which the target lacks; "
+            "use --precision auto (it picks what the target has) or fp32"
+        )
+    if not int8:
+        raise ValueError(
+            f"--precision {precision} multiplies int8 weights, and this build stores none "
+            "(--weight-dtype float32, or a float32 checkpoint with --weight-dtype auto): use "
+            "--weight-dtype int8, or --precision fp32"
+        )
+    return precision
+
+
+@dataclass(frozen=True)
+class ConvProducts:
+    """What a build's convolutions on int8 weights multiply in: the long stride-1 ones
+    (the generator's, which Winograd takes in float32) and the others."""
+
+    long: Literal["int8", "fp32"] = "fp32"
+    direct: Literal["bf16", "fp32"] = "fp32"
+
+
+def conv_products(precision: Products, features: Iterable[str]) -> ConvProducts:
+    """The per-layer products of ``precision`` on a target with ``features``."""
+    bf16 = PRECISION_FEATURES["bf16"] <= frozenset(features)
+    if precision == "int8":
+        return ConvProducts(long="int8", direct="bf16" if bf16 else "fp32")
+    if precision == "bf16":
+        return ConvProducts(direct="bf16")
+    return ConvProducts()

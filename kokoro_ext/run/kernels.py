@@ -26,6 +26,10 @@ TAPS_FILTER_Q8 = "kokoro_ext.taps_filter_q8"
 CONV1D_TAPS_Q8 = "kokoro_ext.conv1d_taps_q8"
 CONV1D_WINOGRAD_Q8_IF_PAYS = "kokoro_ext.conv1d_winograd_q8_if_pays"
 COLUMNS_Q8 = "kokoro_ext.columns_q8"
+# ... with bf16 or int8 products where the host has AVX512_BF16 or AVX512_VNNI
+# (cpp/include/kokoro_ext/low_precision.h)
+CONV1D_TAPS_Q8_BF16 = "kokoro_ext.conv1d_taps_q8_bf16"
+CONV1D_TAPS_Q8_INT8 = "kokoro_ext.conv1d_taps_q8_int8"
 ADDMM_Q8 = "kokoro_ext.addmm_q8"
 # winograd.cc
 CONV1D_WINOGRAD = "kokoro_ext.conv1d_winograd"

@@ -23,7 +23,7 @@ from kokoro_ext.run.weights import WeightEntry
 
 #: Version of what a build's files mean: the manifest's schema, the stage signatures, the
 #: weights layout and what the stage libraries need of the native library.
-FORMAT = 8
+FORMAT = 9
 REBUILD = "rebuild the artifacts"
 
 #: One entry of a symbolic shape: a fixed size, or an axis name or expression of one.
@@ -208,6 +208,9 @@ class Manifest:
     dense: str
     #: which weights are stored as int8 (kokoro_ext.build.precision: auto, int8, float32)
     weight_dtype: str
+    #: what convolutions on int8 weights multiply in (kokoro_ext.build.precision: int8,
+    #: bf16, fp32)
+    precision: str
     limits: Limits
     geometry: Geometry
     config_sha256: str
@@ -229,6 +232,7 @@ class Manifest:
             "lstm_backend": self.lstm_backend,
             "dense": self.dense,
             "weight_dtype": self.weight_dtype,
+            "precision": self.precision,
             "limits": self.limits.to_json(),
             "geometry": dict(self.geometry.__dict__),
             "config_sha256": self.config_sha256,
@@ -258,6 +262,7 @@ class Manifest:
             lstm_backend=fields.string("lstm_backend"),
             dense=fields.string("dense"),
             weight_dtype=fields.string("weight_dtype"),
+            precision=fields.string("precision"),
             limits=fields.get("limits", Limits.from_json),
             geometry=fields.get("geometry", _geometry),
             config_sha256=fields.string("config_sha256"),

@@ -163,14 +163,25 @@ def float32_bound_failures(results: Sequence[Comparison]) -> list[str]:
     return failures
 
 
-def verdict(weight_dtype: str, results: Sequence[Comparison]) -> tuple[bool, str]:
-    """(passed, what was checked) for a build whose weights are stored as ``weight_dtype``.
+def verdict(
+    weight_dtype: str, results: Sequence[Comparison], precision: str = "fp32"
+) -> tuple[bool, str]:
+    """(passed, what was checked) for a build whose weights are stored as ``weight_dtype``
+    and whose convolutions multiply in ``precision`` (the manifest's two fields).
 
-    auto and float32 builds compute in float32 on the checkpoint's own values (int8 where
-    they lie on an int8 grid, dequantized exactly), so the float32 bound applies; an int8
-    build quantizes weights off a grid, so it is judged by its speech instead
-    (bench/quality.py's word error rate against the float32 build's).
+    auto and float32 builds with float32 products compute in float32 on the checkpoint's
+    own values (int8 where they lie on an int8 grid, dequantized exactly), so the float32
+    bound applies.  A build with int8 or bf16 products, or with weights quantized off a
+    grid, is judged by its speech instead: bench/quality.py's word error rate within 0.01
+    of the float32 build's, on both sentence sets (``--against`` gives its distance from
+    a float32 build stage by stage).
     """
+    if precision != "fp32":
+        return True, (f"{precision} products (--precision {precision}): the float32 bound does "
+                      "not apply; the reduced-precision bound is bench/quality.py's word error "
+                      "rate within 0.01 of a float32 build's (--artifacts FP32_BUILD --build "
+                      f"{precision}=THIS_BUILD, both sets); --against FP32_BUILD gives the "
+                      "distance per stage")
     if weight_dtype == "int8":
         return True, ("weights quantized to int8 (--weight-dtype int8): the float32 bound does "
                       "not apply; compare bench/quality.py's word error rate with a float32 build's")
@@ -180,6 +191,33 @@ def verdict(weight_dtype: str, results: Sequence[Comparison]) -> tuple[bool, str
     if failures:
         return False, f"FAILS the {rule}:\n  " + "\n  ".join(failures)
     return True, f"within the {rule}"
+
+
+def against(synth: Synthesizer, reference: Synthesizer, phonemes: str, seed: int) -> list[str]:
+    """This build's distance from ``reference`` (a float32 build of the same checkpoint),
+    one line per stage output on the same phonemes, voice and seed; then each stage alone,
+    given the reference's inputs (the decoder's, apart from the F0 it integrates)."""
+    def snr(got: np.ndarray, want: np.ndarray) -> str:
+        got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        if got.shape != want.shape:
+            return f"shape {got.shape} vs {want.shape}"
+        err = np.sum((got - want) ** 2)
+        db = 10 * np.log10(np.sum(want**2) / err) if err > 0 else float("inf")
+        return f"SNR {db:6.1f} dB, max abs {np.abs(got - want).max():.2e}"
+
+    mine = synth.synthesize_phonemes(phonemes, seed=seed)
+    theirs = reference.synthesize_phonemes(phonemes, seed=seed)
+    lines = [f"{'whole chain: ' + stage + '.' + name:<36} {snr(v, theirs.stages[stage][name])}"
+             for stage, outputs in mine.stages.items() for name, v in outputs.items()]
+    ids = phonemes_to_ids(phonemes, synth.vocab)
+    style = voice_style(synth.voice, len(ids) - 2)
+    for stage in mine.stages:  # this build's stage alone, the reference's for the others
+        stages = lambda name, s=stage: (synth if name == s else reference)._stage(name)  # noqa: E731
+        alone = synthesize_ids(stages, synth.geometry, ids, style, synth.limits, 1.0, seed)
+        lines += [f"{stage + ' alone: ' + stage + '.' + name:<36} {snr(v, theirs.stages[stage][name])}"
+                  for name, v in alone.stages[stage].items()]
+    lines.append(f"{'whole chain: waveform':<36} {snr(mine.audio, theirs.audio)}")
+    return lines
 
 
 def format_table(results: Sequence[Comparison]) -> str:
@@ -207,18 +245,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--phonemes", help="phonemes instead of text")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--speed", type=float, default=1.0)
+    parser.add_argument("--against", type=Path, metavar="FP32_BUILD",
+                        help="also print this build's distance from a float32 build, per stage")
     args = parser.parse_args(argv)
     try:
         environment.check_build_compiler(args.artifacts)
         synth = Synthesizer(args.artifacts)
         phonemes = args.phonemes or synth.phonemize(args.text)
         results = validate(synth, phonemes, args.seed, args.speed)
+        distances = against(synth, Synthesizer(args.against), phonemes, args.seed) if args.against else []
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(phonemes)
     print(format_table(results))
-    passed, summary = verdict(synth.manifest.weight_dtype, results)
+    if distances:
+        print(f"against {args.against}:")
+        print("\n".join(distances))
+    passed, summary = verdict(synth.manifest.weight_dtype, results, synth.manifest.precision)
     print(summary)
     return 0 if passed else 1
 

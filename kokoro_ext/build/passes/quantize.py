@@ -20,6 +20,11 @@ kernel takes them all in one dtype.  The Winograd filter is then computed from t
 int8 taps at each call (cpp/src/winograd.cc), not stored: it is about twice the float32
 filter and eight times the int8 one.  The float32 layouts the rewritten calls took are
 dropped, so nothing stores them.
+
+The build's precision (``products``, kokoro_ext.build.precision.ConvProducts) picks the
+convolution kernel: a long convolution (one the Winograd pass took) with int8 products is
+conv1d_taps_q8_int8 (direct: on VNNI it outruns float32 Winograd), and a direct one with
+bf16 products conv1d_taps_q8_bf16.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
+from kokoro_ext.build.precision import ConvProducts
 from kokoro_ext.run import kernels, native
 
 _CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
@@ -51,9 +57,10 @@ def _extern(expr: relax.Expr, name: str | None = None) -> str | None:
 
 @relax.expr_functor.mutator
 class _Rewriter(relax.PyExprMutator):
-    def __init__(self, mod: tvm.IRModule, names: Collection[str]):
+    def __init__(self, mod: tvm.IRModule, names: Collection[str], products: ConvProducts):
         super().__init__(mod)
         self.names = frozenset(names)
+        self.products = products
         self.bound: dict[relax.Var, relax.Expr] = {}
 
     def _weight(self, expr: relax.Expr, through: tvm.ir.Op | str | None) -> relax.Var | None:
@@ -91,9 +98,13 @@ class _Rewriter(relax.PyExprMutator):
         q, scale = self._quantized(kernels.TAPS_FILTER_Q8, w, shape, [shape[0] * _KPACK])
         fields = call.args[1].fields
         x, bias = fields[1], fields[-1]
-        kernel = kernels.CONV1D_TAPS_Q8
-        if _extern(call, kernels.CONV1D_TAPS) is None:
-            kernel = kernels.CONV1D_WINOGRAD_Q8_IF_PAYS
+        if _extern(call, kernels.CONV1D_TAPS) is None:  # a long one, for Winograd
+            long = self.products.long == "int8"
+            kernel = kernels.CONV1D_TAPS_Q8_INT8 if long else kernels.CONV1D_WINOGRAD_Q8_IF_PAYS
+        elif self.products.direct == "bf16":
+            kernel = kernels.CONV1D_TAPS_Q8_BF16
+        else:
+            kernel = kernels.CONV1D_TAPS_Q8
         options = relax.ShapeExpr([pad, dilation])
         return relax.call_dps_packed(kernel, [options, x, q, scale, bias], call.ty_args[0])
 
@@ -143,16 +154,19 @@ class _Rewriter(relax.PyExprMutator):
         return relax.analysis.remove_all_unused(self.visit_expr(func))
 
 
-def quantize_weights(names: Collection[str]) -> tvm.transform.Pass:
+def quantize_weights(
+    names: Collection[str], products: ConvProducts = ConvProducts()
+) -> tvm.transform.Pass:
     """The pass storing the weight parameters ``names`` (Relax names) as int8 where native
-    kernels take them (see the module's docstring)."""
+    kernels take them (see the module's docstring), their convolutions multiplying in
+    ``products`` (kokoro_ext.build.precision)."""
 
     @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.QuantizeWeights")
     def _quantize(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
         if not names:
             return mod
         native.load()
-        rewriter = _Rewriter(mod, names)
+        rewriter = _Rewriter(mod, names, products)
         for gv, func in mod.functions_items():
             if isinstance(func, relax.Function):
                 rewriter.builder_.update_func(gv, rewriter.rewrite(func))

@@ -1,0 +1,159 @@
+"""Low-precision products (cpp/include/kokoro_ext/low_precision.h) and the choice of them
+(kokoro_ext.build.precision).
+
+conv1d_taps_q8_int8 computes exactly its definition: each tile of 256 output columns
+quantizes its input window with one scale, max|x| / 127, and sums the int8 products in
+int32; conv1d_taps_q8_bf16 is the float64 convolution of the input rounded to bf16.  Both
+take the float32 kernel where their channel grouping does not divide the input channels.
+A host without the instruction set gets an error naming it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm_ffi
+
+from kokoro_ext.build.precision import PRECISION_FEATURES, products
+from kokoro_ext.run import cpu, kernels, native
+
+HOST = cpu.HostCPU.detect().enabled
+HAS = {p: features <= HOST for p, features in PRECISION_FEATURES.items()}
+TILE = 256  # output columns per quantized window (dense.cc's kColumnTile)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _native_loaded():
+    native.load()
+
+
+def _t(*arrays):
+    return [tvm_ffi.from_dlpack(a) for a in arrays]
+
+
+def _filter(rng, c_out, c_in, k):
+    """(int8 taps packed as taps_filter_q8 packs them, scales, dequantized [C_out, C_in, K])."""
+    w = (np.clip(np.round(rng.standard_normal((c_out, c_in, k)) * 30), -127, 127)
+         * rng.uniform(0.001, 0.01, (c_out, 1, 1))).astype(np.float32)
+    blocks = (c_out + 7) // 8
+    q = np.empty((blocks, k, c_in, 8), np.int8)
+    scale = np.empty(blocks * 8, np.float32)
+    tvm_ffi.get_global_func(kernels.TAPS_FILTER_Q8)(*_t(w, q, scale))
+    dq = (q.astype(np.float64) * scale.reshape(blocks, 1, 1, 8)).transpose(0, 3, 2, 1)
+    return q, scale, dq.reshape(blocks * 8, c_in, k)[:c_out]
+
+
+def _conv(x, w, b, pad, d):
+    """float64 conv1d of one batch element x [C_in, T]."""
+    k, t_out = w.shape[2], x.shape[1] + 2 * pad - d * (w.shape[2] - 1)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pad, pad)))
+    return b[:, None] + sum(w[:, :, j] @ xp[:, j * d : j * d + t_out] for j in range(k))
+
+
+def _int8_definition(x, w, b, pad, d):
+    """conv1d_taps_q8_int8 by its definition, in float64."""
+    k, t_out = w.shape[2], x.shape[1] + 2 * pad - d * (w.shape[2] - 1)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pad, pad + TILE + d * k)))
+    y = np.empty((w.shape[0], t_out))
+    for t0 in range(0, t_out, TILE):
+        width = min(TILE, t_out - t0)
+        window = xp[:, t0 : t0 + width + d * (k - 1)]
+        peak = np.abs(window).max()
+        step = np.float64(np.float32(peak) / np.float32(127)) if peak > 0 else 1.0
+        q = np.rint(window.astype(np.float32) * np.float32(1 / np.float32(step)))
+        y[:, t0 : t0 + width] = step * sum(w[:, :, j] @ q[:, j * d : j * d + width] for j in range(k))
+    return y + b[:, None]
+
+
+def _bf16(a):
+    """a rounded to bf16, to nearest even, as float32."""
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16
+    return u.astype(np.uint32).view(np.float32)
+
+
+SHAPES = [  # C_out, C_in, K, dilation, T
+    (128, 128, 3, 1, 600),   # a generator resblock's, three tiles
+    (64, 64, 11, 5, 301),    # long taps, dilated: windows reach past their tile
+    (1024, 96, 3, 1, 20),    # the filter larger than the input
+    (40, 24, 7, 3, 257),     # output channels not a multiple of the packing
+]
+
+
+def _run(name, rng, c_out, c_in, k, d, t, batch=2):
+    q, scale, w = _filter(rng, c_out, c_in, k)
+    x = rng.standard_normal((batch, c_in, t)).astype(np.float32)
+    b = rng.standard_normal(c_out).astype(np.float32)
+    pad = d * (k - 1) // 2
+    y = np.empty((batch, c_out, t), np.float32)
+    tvm_ffi.get_global_func(name)(tvm_ffi.Shape([pad, d]), *_t(x, q, scale, b, y))
+    return x, w, b, pad, y, (q, scale)
+
+
+@pytest.mark.skipif(not HAS["int8"], reason="this CPU lacks AVX512_VNNI")
+@pytest.mark.parametrize("c_out, c_in, k, d, t", SHAPES)
+def test_int8_products_compute_their_definition(c_out, c_in, k, d, t):
+    rng = np.random.default_rng(c_out + k)
+    x, w, b, pad, y, _ = _run(kernels.CONV1D_TAPS_Q8_INT8, rng, c_out, c_in, k, d, t)
+    for i in range(x.shape[0]):
+        expected = _int8_definition(x[i], w, b, pad, d)
+        exact = _conv(x[i], w, b, pad, d)
+        rms = np.sqrt(np.mean((exact - b[:, None]) ** 2))
+        assert np.abs(y[i] - expected).max() <= 1e-5 * rms
+        snr = 10 * np.log10(np.mean((exact - b[:, None]) ** 2) / np.mean((y[i] - exact) ** 2))
+        assert snr > 35, snr  # 8 bits of a Gaussian's range: about 40 dB
+
+
+@pytest.mark.skipif(not HAS["bf16"], reason="this CPU lacks AVX512_BF16")
+@pytest.mark.parametrize("c_out, c_in, k, d, t", SHAPES)
+def test_bf16_products_are_the_convolution_of_the_rounded_input(c_out, c_in, k, d, t):
+    rng = np.random.default_rng(c_out + k)
+    x, w, b, pad, y, _ = _run(kernels.CONV1D_TAPS_Q8_BF16, rng, c_out, c_in, k, d, t)
+    for i in range(x.shape[0]):
+        expected = _conv(_bf16(x[i]), w, b, pad, d)
+        scale = np.abs(expected).max()
+        assert np.abs(y[i] - expected).max() <= 2e-6 * scale
+
+
+@pytest.mark.parametrize("name, c_in", [(kernels.CONV1D_TAPS_Q8_INT8, 22), (kernels.CONV1D_TAPS_Q8_BF16, 21)])
+def test_channels_the_grouping_does_not_divide_take_the_float32_products(name, c_in):
+    rng = np.random.default_rng(7)
+    x, _, b, pad, y, (q, scale) = _run(name, rng, 40, c_in, 3, 3, 100)
+    y_f = np.empty_like(y)
+    tvm_ffi.get_global_func(kernels.CONV1D_TAPS_Q8)(tvm_ffi.Shape([pad, 3]), *_t(x, q, scale, b, y_f))
+    np.testing.assert_array_equal(y, y_f)
+
+
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+def test_a_host_without_the_instructions_gets_an_error_naming_them(precision):
+    if HAS[precision]:
+        pytest.skip(f"this CPU has what {precision} products need")
+    name = kernels.CONV1D_TAPS_Q8_INT8 if precision == "int8" else kernels.CONV1D_TAPS_Q8_BF16
+    feature = "avx512vnni" if precision == "int8" else "avx512bf16"
+    with pytest.raises(RuntimeError, match=f"lacks \\({feature}\\).*--precision fp32"):
+        _run(name, np.random.default_rng(0), 16, 16, 3, 1, 50)
+
+
+ZEN4 = frozenset({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"})
+ROCKET_LAKE = ZEN4 - {"avx512bf16"}
+COOPER_LAKE_LIKE = ZEN4 - {"avx512vnni"}
+ZEN3 = frozenset({"avx2", "fma"})
+
+
+@pytest.mark.parametrize("features, expected", [
+    (ZEN4, "int8"), (ROCKET_LAKE, "int8"), (COOPER_LAKE_LIKE, "bf16"), (ZEN3, "fp32"),
+])
+def test_auto_picks_what_the_target_has(features, expected):
+    assert products("auto", features, int8=True) == expected
+    assert products("auto", features, int8=False) == "fp32"  # nothing to multiply in int8
+    assert products("fp32", features, int8=True) == "fp32"
+
+
+def test_a_precision_the_target_or_the_weights_cannot_take_is_refused():
+    with pytest.raises(ValueError, match="--precision int8 needs avx512vnni"):
+        products("int8", COOPER_LAKE_LIKE, int8=True)
+    with pytest.raises(ValueError, match="needs avx512bf16, avx512bw, avx512f, avx512vl"):
+        products("bf16", ZEN3, int8=True)
+    with pytest.raises(ValueError, match="stores none"):
+        products("bf16", ZEN4, int8=False)
+    with pytest.raises(ValueError, match="precision must be one of auto, int8, bf16, fp32"):
+        products("fp16", ZEN4, int8=True)
