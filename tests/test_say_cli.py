@@ -30,6 +30,7 @@ from kokoro_ext.run.encode import SUFFIXES, WAV_STREAM_FRAMES
 from kokoro_ext.run.say import main as say_main
 from kokoro_ext.run.synthesizer import Synthesizer
 from kokoro_ext.run.wav import SAMPLE_RATE, pcm16
+from kokoro_ext.text.frontend import FrontEnd
 
 TEXT = "Hi there."
 # a frame of MPEG-2 layer III at 24 kHz is 576 samples, of AAC 1024: the encoders' delay
@@ -193,6 +194,17 @@ def test_quiet_by_default(build_dir, tmp_path, monkeypatch, capsys):
     assert _say(build_dir, TEXT, "-o", "hi.wav", "--show-phonemes") == 0
     captured = capsys.readouterr()
     assert captured.out == "hˈI ðˈɛɹ.\n" and captured.err.startswith("wrote hi.wav: ")
+
+
+def test_plain_reads_the_text_as_written(build_dir, tmp_path, capsys):
+    text, out = "**bold** text", str(tmp_path / "x.wav")
+    shown = {}
+    for plain in (False, True):
+        assert _say(build_dir, text, "-o", out, "--show-phonemes", *(["--plain"] * plain)) == 0
+        shown[plain] = capsys.readouterr().out
+    front = FrontEnd("a")
+    assert shown[False] == front.phonemize("bold text") + "\n"
+    assert shown[True] == front.phonemize(text, markdown=False) + "\n" != shown[False]
 
 
 def test_a_warning_is_one_line(build_dir, tmp_path, capsys):

@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the text's language ({_language_list()}; default: the voice's first letter, "
         "else a); SSML when the text starts with <speak>",
     )
+    parser.add_argument(
+        "--plain", action="store_true", help="read the text as written, not as Markdown"
+    )
     parser.add_argument("--speed", type=float, default=1.0, help="0.25 to 4 (default: 1)")
     parser.add_argument(
         "--seed", type=int, default=0, help="noise seed of the first chunk (chunk i: seed + i)"
@@ -190,7 +193,7 @@ def _say(args: argparse.Namespace, start: float, progress: Progress) -> int:
     # load the stages while the text is phonemized (the G2P's start-up is seconds); a
     # failure is the main thread's to report, when it needs the stage
     threading.Thread(target=_load_quietly, args=(synth,), daemon=True).start()
-    chunks = synth.stream(text, args.voice, args.speed, args.seed)
+    chunks = synth.stream(text, args.voice, args.speed, args.seed, markdown=not args.plain)
     progress.expect(text)
     timed: list = []  # every chunk's words, noted as the chunks go by
     phonemes_to = sys.stderr if output.path is None else sys.stdout
