@@ -920,3 +920,19 @@ def test_a_body_nested_ten_thousand_deep_is_a_400(synth, voices):
             assert response.status_code == 400, response.text[:200]
             assert "nests deeper than 32 levels" in response.json()["error"]["message"]
         assert post(url, speech(response_format="pcm"), key=None).status_code == 200
+
+
+def test_captioned_speech_reports_the_words_as_read_unless_markdown_is_false(server):
+    url, _ = server
+    body = {"input": "**Bold** move, \x1b[31mred\x1b[0m text.", "voice": "af_heart",
+            "response_format": "pcm"}
+
+    def words(**kw) -> list[str]:
+        response = httpx.post(f"{url}/dev/captioned_speech", json={**body, **kw}, timeout=120,
+                              headers={"authorization": f"Bearer {KEY}"})
+        assert response.status_code == 200, response.text
+        return [w["word"] for line in response.text.splitlines()
+                for w in json.loads(line)["timestamps"]]
+
+    assert words() == ["Bold", "move,", "red", "text."]
+    assert words(markdown=False) == ["**Bold**", "move,", "red", "text."]

@@ -16,10 +16,11 @@ import pytest
 from kokoro_ext.run.say import main as say_main
 from kokoro_ext.run.synthesizer import SAMPLE_RATE, SILENT_SYMBOLS, Synthesizer, join
 from kokoro_ext.run.timestamps import (
-    Cue, OriginalWords, TimedWord, captions, chunk_words, srt, vtt,
+    Cue, OriginalWords, TimedWord, captions, chunk_words, originals_of, srt, vtt,
 )  # fmt: skip
 from kokoro_ext.serve import ServerOptions, create_app
 from kokoro_ext.text.chunking import Word
+from kokoro_ext.text.frontend import FrontEnd
 
 from small_build import limit
 
@@ -120,6 +121,40 @@ def test_original_words_for_normalized_text():
     # markup: the normalized words
     plain = chunk_words(words, durations, vocab, SILENT_SYMBOLS, 0.0, 1.0, OriginalWords(original, None))
     assert [w.text for w in plain] == texts
+
+
+# text as chat models and terminals write it: Markdown, a colour escape, a link
+MARKED = "**Bold** move, \x1b[31mred\x1b[0m text and [the docs](https://x.com)."
+UNLINKED = "**Bold** move, \x1b[31mred\x1b[0m text."
+
+
+def test_original_words_are_the_text_as_read():
+    front = FrontEnd("a")
+    read = originals_of(MARKED, front)
+    assert read.original == read.carrier == "Bold move, red text and the docs."
+    assert originals_of(UNLINKED, front, markdown=False).original == "**Bold** move, red text."
+    # as written, the link is misaki's inline markup: the normalized words are reported
+    assert originals_of(MARKED, front, markdown=False).carrier is None
+
+
+def _timed(synth, text: str, markdown: bool = True) -> list[TimedWord]:
+    words = [w for c in synth.stream(text, markdown=markdown) for w in c.words]
+    assert all(w.start < w.end for w in words)
+    assert all(a.end <= b.start for a, b in zip(words, words[1:]))
+    return words
+
+
+def test_words_of_markdown_and_escapes_are_the_words_said(synth):
+    words = _timed(synth, MARKED)
+    assert [w.text for w in words] == ["Bold", "move,", "red", "text", "and", "the", "docs."]
+    assert " ".join(c.text for c in captions(words)) == "Bold move, red text and the docs."
+
+
+def test_words_read_as_written_keep_the_markers(synth):
+    assert [w.text for w in _timed(synth, UNLINKED, markdown=False)] == [
+        "**Bold**", "move,", "red", "text."]  # fmt: skip
+    said = [w.text for w in _timed(synth, MARKED, markdown=False)]
+    assert any("**" in w for w in said) and not any("\x1b" in w for w in said)
 
 
 # --- captions ----------------------------------------------------------------------------

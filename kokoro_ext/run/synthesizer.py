@@ -223,7 +223,7 @@ class Synthesizer:
         voice_pack = self._voice_pack(voice)
         front = self._g2p(voice)
         sentences = front.sentences(text, markdown)
-        return self._chunks(front, sentences, text, voice_pack, speed, seed, limit)
+        return self._chunks(front, sentences, text, voice_pack, speed, seed, limit, markdown)
 
     def _chunk_limits(self, chunk_limit: ChunkLimit) -> Callable[[int], int]:
         """``chunk_limit`` as a function of the chunk index, within [1, self.chunk_limit]."""
@@ -236,12 +236,13 @@ class Synthesizer:
         return lambda index: min(chunk_limit, self.chunk_limit)
 
     def _chunks(
-        self, front, sentences, text, voice, speed: float, seed: int, limit: Callable[[int], int]
+        self, front, sentences, text, voice, speed: float, seed: int, limit: Callable[[int], int],
+        markdown: bool,
     ) -> Iterator[Chunk]:
         index = 0
         previous: Break | float | None = None
         elapsed = 0  # samples of joined audio before the next chunk's pause
-        originals = originals_of(text, front)
+        originals = originals_of(text, front, markdown)  # words as read, as `sentences` were cut
         for sentence in sentences:
             with self._text_lock:
                 words = front.words(sentence)

@@ -16,14 +16,18 @@ each chunk starts after the earlier chunks' audio and pauses and its own pause.
 
 Which text a word reports (``OriginalWords``): the front end normalizes before the G2P
 ("3" is read "three", "$3.50" "three dollars and fifty cents"), and the Words carry the
-normalized text.  For plain text (no SSML or inline phoneme markup) the normalized words
-are aligned to the original's whitespace-separated words (case and punctuation
-ignored): a word that normalization kept reports its original spelling; the words that
-one rewritten stretch became are one entry that reports the original stretch ("$3.50",
-from the start of "three" to the end of "cents"); a word normalization added, and every
-word of marked-up text, reports its normalized form.  Punctuation glued to a word stays
-with it ("Hello,").  A word with no text of its own (the rest of a word cut between two
-chunks, or a G2P that merged words) extends the word before it in its chunk.
+normalized text.  For text without SSML or inline markup (``[word](/phonemes/)``, and
+links when Markdown is not read) the normalized words are aligned to the
+whitespace-separated words of the text as read (case and punctuation ignored):
+terminal escape sequences removed and, unless ``markdown=False``, Markdown resolved
+(``**Bold**`` reports "Bold", ``[the docs](url)`` "the" and "docs", a heading or list
+item with the period that ends its sentence).  A word that normalization kept reports
+its original spelling; the words that one rewritten stretch became are one entry that
+reports the original stretch ("$3.50", from the start of "three" to the end of
+"cents"); a word normalization added, and every word of marked-up text, reports its
+normalized form.  Punctuation glued to a word stays with it ("Hello,").  A word with no
+text of its own (the rest of a word cut between two chunks, or a G2P that merged words)
+extends the word before it in its chunk.
 """
 
 from __future__ import annotations
@@ -261,17 +265,21 @@ def as_json(words: Iterable[TimedWord], duration: float | None = None) -> dict:
     return out
 
 
-def originals_of(text: str, front) -> OriginalWords:
-    """``OriginalWords`` for ``text`` as ``front`` (a FrontEnd) reads it: mapped back to
-    the original words for plain text, the normalized words for markup."""
+def originals_of(text: str, front, markdown: bool = True) -> OriginalWords:
+    """``OriginalWords`` for ``text`` as ``front`` (a FrontEnd) reads it (``markdown`` as
+    ``FrontEnd.sentences`` takes it): mapped back to the words of the text as read, for
+    text whose markup is only Markdown and terminal escapes; the normalized words for
+    other markup."""
     from kokoro_ext.text import markup
 
     try:
-        segments = markup.parse(text)
+        segments = markup.parse(text, markdown)
     except ValueError:
         segments = None
     if not segments or not all(isinstance(s, markup.Text) for s in segments):
         return OriginalWords(text, None)
-    # the carrier FrontEnd.sentences cut into sentences: normalizing again is cheap
-    # next to the G2P, and keeps the front end unaware of timestamps
-    return OriginalWords(text, front._carrier(segments)[0])
+    # the words are those of the parsed text, not the raw input: Markdown markers, link
+    # targets and escape sequences are unsaid, so a caption must not show them.  The
+    # carrier is normalized again: cheap next to the G2P, and the front end stays
+    # unaware of timestamps
+    return OriginalWords("".join(s.text for s in segments), front.carrier(segments))

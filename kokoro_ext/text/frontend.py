@@ -94,6 +94,12 @@ class FrontEnd:
         carrier, table = self._carrier(segments)
         return self._parts(carrier, table)
 
+    def carrier(self, segments: list[Segment]) -> str:
+        """The text ``sentences`` cuts into sentences, of ``segments`` (markup.parse's):
+        their text normalized, other markup as private-use placeholder characters.  The
+        Words' text is taken from it, so callers can map Words back to the segments."""
+        return self._carrier(segments)[0]
+
     def _carrier(self, segments: list[Segment]) -> tuple[str, dict[str, Segment]]:
         out: list[str] = []
         table: dict[str, Segment] = {}
