@@ -193,7 +193,8 @@ def parse_target(text: str | Target, host: HostCPU | None = None) -> Target:
                 )
             target[key] = value.split(",") if key == "mattr" else value
     if target.get("kind") != "llvm":
-        if isinstance(text, str) and len(shlex.split(text)) == 1 and "{" not in text:
+        word = isinstance(text, str) and len(shlex.split(text)) == 1 and "{" not in text
+        if word and target.get("kind") not in tvm.target.Target.list_kinds():
             raise ValueError(
                 f"--target {text.strip()!r} is neither a TVM target (llvm, 'llvm -mcpu=<cpu>', "
                 f"'llvm -mtriple=aarch64-linux-gnu -mcpu=<cpu>') nor a preset: {_presets_text()}"

@@ -235,9 +235,9 @@ def refusal(what: str, missing: list[str], host: HostCPU | None = None) -> str:
     shown = ", ".join(missing[:10]) + (f", ... ({len(missing)} in all)" if len(missing) > 10 else "")
     if host.arch == "aarch64":
         remedy = (
-            "Rebuild for this CPU's preset or LLVM name (e.g. --target rpi5, or "
-            '"llvm -mtriple=aarch64-linux-gnu -mcpu=<cpu>"), or for any 64-bit ARM CPU with '
-            "--target aarch64"
+            "Rebuild for this CPU: its preset (--target rpi4, rpi5, graviton3, ...) or "
+            '"llvm -mtriple=aarch64-linux-gnu -mcpu=<its LLVM name>", or for any 64-bit ARM '
+            "CPU with --target aarch64"
         )
     else:
         remedy = (

@@ -116,13 +116,14 @@ def check_runs_here(library: Path, host: HostCPU | None = None) -> CPURecord:
     missing = missing_instructions(record.features, host)
     if missing:
         built = f"-march={record.march}" if record.march else "the compiler's default -march"
-        cpu = (host or HostCPU.detect()).name
+        host = host or HostCPU.detect()
+        portable = "armv8-a` (any AArch64 CPU" if host.arch == "aarch64" else "x86-64-v3` (any AVX2 machine"
         raise ValueError(
             f"the native kernel library {library} was built with {built} and uses "
-            f"instructions this CPU ({cpu}) lacks: {', '.join(missing)}. Rebuild it on this "
-            "machine (`pip install --no-build-isolation -e .` or ./bootstrap.sh), or build "
-            "a portable one with `cmake -S . -B build -DKOKORO_EXT_MARCH=x86-64-v3` (any "
-            "AVX2 machine; empty for the compiler's baseline)"
+            f"instructions this CPU ({host.name}) lacks: {', '.join(missing)}. Rebuild it on "
+            "this machine (`pip install --no-build-isolation -e .` or ./bootstrap.sh), or build "
+            f"a portable one with `cmake -S . -B build -DKOKORO_EXT_MARCH={portable}; empty "
+            "for the compiler's baseline)"
         )
     return record
 
