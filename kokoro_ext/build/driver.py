@@ -35,10 +35,9 @@ from typing import Literal
 
 import numpy as np
 from torch import nn
-
-import kokoro_ext
 from tvm.support.cc import cross_compiler
 
+import kokoro_ext
 from kokoro_ext.build import environment
 from kokoro_ext.build.compiler import compile_stage, transform_weights
 from kokoro_ext.build.precision import (

@@ -92,7 +92,8 @@ CPUINFO_KNOWN = frozenset(f for features in CPUINFO_FEATURES.values() for f in f
 #: Linux's arm64 hardware capability (arch/arm64/include/uapi/asm/hwcap.h; the names of
 #: /proc/cpuinfo's Features line) -> (AT_HWCAP word 1 or 2, bit, the LLVM features it
 #: stands for).  Only instructions compiled code may use: the system ones (dcpop, dit,
-#: ssbs, sb, paca, bti, mte, rng, ...) are left out, as NO_CODEGEN leaves them on x86.
+#: ssbs, sb, paca, bti, mte, rng, ...) are left out, as NO_CODEGEN leaves them on x86, and
+#: so is uscat (LLVM's lse2), which adds no instruction, only an alignment guarantee.
 AARCH64_FEATURES: dict[str, tuple[int, int, tuple[str, ...]]] = {
     "fp": (1, 0, ("fp-armv8",)),
     "asimd": (1, 1, ("neon",)),
@@ -115,7 +116,6 @@ AARCH64_FEATURES: dict[str, tuple[int, int, tuple[str, ...]]] = {
     "sha512": (1, 21, ("sha3",)),  # LLVM's sha3 has SHA512 too
     "sve": (1, 22, ("sve",)),
     "asimdfhm": (1, 23, ("fp16fml",)),
-    "uscat": (1, 25, ("lse2",)),
     "ilrcpc": (1, 26, ("rcpc-immo",)),
     "sve2": (2, 1, ("sve2",)),
     "sveaes": (2, 2, ("sve-aes",)),
