@@ -6,7 +6,8 @@ cortex-a76`` with the aarch64 wheels and the kernels cross-built for any AArch64
 (kokoro_ext.tools.emulation; what it downloads stays in the cache, so only the first run
 fetches).  Its audio is the x86 build's within ``SNR_DB``: the two differ by float
 rounding only (other vector widths and FMA contraction in the compiled code, NEON against
-AVX in the kernels, OpenBLAS's NEON kernels), not in any step of the computation.
+AVX in the kernels, OpenBLAS's NEON kernels), not in any step of the computation, and
+have the same length (the same durations).
 
 qemu-user runs the guest ~100x slower than the host runs itself, so the phonemes are a few
 frames.  Skipped only where qemu-user-static or the cross compiler is not installed.
@@ -15,7 +16,7 @@ frames.  Skipped only where qemu-user-static or the cross compiler is not instal
 from __future__ import annotations
 
 import json
-import subprocess
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +27,19 @@ from kokoro_ext.tools import emulation
 from small_build import build_small
 
 MISSING = emulation.missing_tools()
-pytestmark = pytest.mark.skipif(
-    bool(MISSING), reason=f"emulating AArch64 needs {', '.join(MISSING)}"
-)
+pytestmark = [
+    pytest.mark.skipif(platform.machine() != "x86_64", reason="cross-building from x86-64"),
+    pytest.mark.skipif(bool(MISSING), reason=f"emulating AArch64 needs {', '.join(MISSING)}"),
+]
 
 GUEST = Path(__file__).with_name("aarch64_guest.py")
 PHONEMES = "hˈɑɪ"  # 13 frames: the decoder takes about 20 s under qemu
-#: The aarch64 audio against the x86 build's: rounding differences only (measured 99 dB
-#: on the small config).
-SNR_DB = 60.0
+#: The aarch64 audio against the x86 build's, the bound of the build against kokoro
+#: (kokoro_ext.tools.validate.WAVEFORM_DB): rounding differences, which a bin on the
+#: iSTFT phase's branch cut can turn into a flip of its sign.  Measured: 99 dB on the small
+#: config, 46 dB for the real Kokoro-82M (graviton3 under qemu against znver4), as
+#: close as the x86 build is to PyTorch (48 dB median, bench/results/quality.txt).
+SNR_DB = 40.0
 ELF_MACHINE_AARCH64 = 183  # e_machine
 
 
@@ -56,7 +61,8 @@ def _elf_machine(path: Path) -> int:
 
 def test_the_build_is_aarch64_code_recording_the_cortex_a76s_features(arm_build):
     manifest = json.loads((arm_build / "manifest.json").read_text())
-    assert manifest["target"] == {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76"}
+    target = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76"}
+    assert manifest["target"] == target
     assert {"neon", "dotprod", "fullfp16"} <= set(manifest["cpu_features"])
     assert not {"sve", "i8mm", "avx2"} & set(manifest["cpu_features"])
     for stage in manifest["stages"].values():
@@ -84,11 +90,13 @@ def test_the_aarch64_build_speaks_as_the_x86_build_under_qemu(
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     host, timing = (json.loads(line) for line in result.stdout.splitlines()[-2:])
     assert host["machine"] == "aarch64" and host["arch"] == "aarch64"
-    assert {"neon", "dotprod", "fullfp16"} <= set(host["features"]) and "sve" not in host["features"]
+    features = set(host["features"])
+    assert {"neon", "dotprod", "fullfp16"} <= features and "sve" not in features
     arm = np.load(out)
     x86 = Synthesizer(build_dir[0]).synthesize_phonemes(PHONEMES, seed=0).audio
     assert arm.shape == x86.shape  # the same durations, frame for frame
-    snr = 10 * np.log10(np.sum(x86.astype(np.float64) ** 2) / np.sum((arm - x86).astype(np.float64) ** 2))
+    error = (arm - x86).astype(np.float64)
+    snr = 10 * np.log10(np.sum(x86.astype(np.float64) ** 2) / np.sum(error**2))
     parity_report(
         f"aarch64 (qemu cortex-a76) vs x86: {arm.size} samples, max |diff| "
         f"{np.max(np.abs(arm - x86)):.1e}, {snr:.0f} dB; guest synthesis {timing['seconds']:.0f} s"

@@ -118,8 +118,9 @@ def test_hwcap_bits_give_the_features_cpuinfo_names():
 
 
 def test_architecture_names():
+    zen3 = cpu.HostCPU.from_cpuinfo(ZEN3_CPUINFO)
     assert cpu.architecture("aarch64-linux-gnu") == cpu.architecture("arm64") == "aarch64"
     assert cpu.architecture("x86_64-conda-linux-gnu") == cpu.architecture("AMD64") == "x86_64"
     with pytest.raises(ValueError, match="compiled for aarch64 .*this machine is x86_64"):
-        cpu.check_architecture("aarch64-linux-gnu", "these artifacts were", cpu.HostCPU.from_cpuinfo(ZEN3_CPUINFO))
-    cpu.check_architecture(None, "old artifacts", cpu.HostCPU.from_cpuinfo(ZEN3_CPUINFO))
+        cpu.check_architecture("aarch64-linux-gnu", "these artifacts were", zen3)
+    cpu.check_architecture(None, "old artifacts", zen3)

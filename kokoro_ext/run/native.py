@@ -117,7 +117,10 @@ def check_runs_here(library: Path, host: HostCPU | None = None) -> CPURecord:
     if missing:
         built = f"-march={record.march}" if record.march else "the compiler's default -march"
         host = host or HostCPU.detect()
-        portable = "armv8-a` (any AArch64 CPU" if host.arch == "aarch64" else "x86-64-v3` (any AVX2 machine"
+        portable = (
+            "armv8-a` (any AArch64 CPU" if host.arch == "aarch64"
+            else "x86-64-v3` (any AVX2 machine"
+        )
         raise ValueError(
             f"the native kernel library {library} was built with {built} and uses "
             f"instructions this CPU ({host.name}) lacks: {', '.join(missing)}. Rebuild it on "

@@ -72,7 +72,9 @@ def root() -> Path:
 
 def missing_tools() -> list[str]:
     """What is not on PATH, as "tool (Debian package)"."""
-    return [f"{tool} (apt-get install {pkg})" for tool, pkg in TOOLS.items() if not shutil.which(tool)]
+    return [
+        f"{tool} (apt-get install {pkg})" for tool, pkg in TOOLS.items() if not shutil.which(tool)
+    ]
 
 
 def guest_requirements() -> list[str]:
