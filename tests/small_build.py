@@ -27,14 +27,16 @@ def small_config_file(root: Path) -> Path:
     return config
 
 
-def build_small(root: Path, log=print, jobs: int | None = None) -> Path:
+def build_small(root: Path, log=print, jobs: int | None = None, target: str | None = None) -> Path:
     """Build the small config into ``root/artifacts`` (one library per stage).
 
-    ``jobs`` as ``build --jobs`` (default: one process per core).
+    ``jobs`` as ``build --jobs`` (default: one process per core), ``target`` as
+    ``build --target`` (default: this host).
     """
     options = parse_args(
         ["--config", str(small_config_file(root)), "--out", str(root / "artifacts"),
          "--random-weights"]
         + (["--jobs", str(jobs)] if jobs else [])
+        + (["--target", target] if target else [])
     )  # fmt: skip
     return build(options, log=log)

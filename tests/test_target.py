@@ -15,6 +15,7 @@ import pytest
 import tvm
 from tvm.script import tirx as T
 
+from kokoro_ext.run import cpu as cpu_mod
 from kokoro_ext.run import native
 from kokoro_ext.build.target import (
     NO_CODEGEN,
@@ -22,9 +23,12 @@ from kokoro_ext.build.target import (
     check_runs_here,
     cpu_model_features,
     instruction_features,
+    is_cross,
+    linker,
     llvm_host,
     parse_target,
     target_features,
+    target_instruction_features,
 )
 
 _RECORDED = json.loads((Path(__file__).parent / "data" / "host-zen3-kvm.json").read_text())
@@ -196,6 +200,67 @@ def test_a_users_mattr_comes_after_the_hosts():
 def test_bad_target_is_named(text, message):
     with pytest.raises(ValueError, match=message):
         parse_target(text, ZEN3_KVM)
+
+
+# --- other architectures -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,cpu,has,lacks",
+    [
+        ("llvm -mtriple=aarch64-linux-gnu", "generic", {"neon"}, {"dotprod", "aes"}),
+        ("aarch64", "generic", {"neon", "fp-armv8"}, {"dotprod"}),
+        ("rpi4", "cortex-a72", {"neon", "crc"}, {"aes", "sha2", "dotprod"}),
+        ("rpi5", "cortex-a76", {"neon", "dotprod", "fullfp16"}, {"sve", "i8mm"}),
+        ("graviton3", "neoverse-v1", {"sve", "i8mm", "bf16", "dotprod"}, {"sve2"}),
+    ],
+)
+def test_aarch64_targets_take_nothing_from_the_x86_host(text, cpu, has, lacks):
+    target = parse_target(text, ZEN3_KVM)
+    assert target["mtriple"] == "aarch64-linux-gnu" and target["mcpu"] == cpu
+    assert is_cross(target, ZEN3_KVM) and linker(target, ZEN3_KVM) == "aarch64-linux-gnu-gcc"
+    features = target_instruction_features(target, ZEN3_KVM)
+    assert has <= features and not lacks & features
+    assert features <= cpu_mod.AARCH64_KNOWN  # what an AArch64 host can be checked for
+    assert parse_target(json.dumps(target), ZEN3_KVM) == target
+
+
+def test_a_host_build_is_not_cross():
+    target = parse_target("llvm", ZEN3_KVM)
+    assert not is_cross(target, ZEN3_KVM) and linker(target, ZEN3_KVM) is None
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("rpi6", r"'rpi6' is neither a TVM target .* nor a preset: aarch64 \(any 64-bit.*rpi5 \("),
+        ("llvm -mtriple=aarch64-linux-gnu -mcpu=znver4",
+         r"CPU 'znver4' is unknown to LLVM for aarch64-linux-gnu; LLVM's aarch64 CPUs include "
+         r"generic, cortex-a72.*presets: aarch64, rpi4, rpi5"),
+        ("llvm -mtriple=riscv64-linux-gnu",
+         r"is for riscv64: this x86_64 machine builds for x86_64, aarch64"),
+    ],
+)  # fmt: skip
+def test_bad_aarch64_targets_are_named(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_target(text, ZEN3_KVM)
+
+
+def test_an_aarch64_build_is_refused_on_x86():
+    message = r"compiled for aarch64 \(aarch64-linux-gnu\); this machine is x86_64"
+    with pytest.raises(ValueError, match=message):
+        check_runs_here("rpi5", ZEN3_KVM)
+
+
+def test_arm_compiler_macros_map_to_llvm_features(tmp_path):
+    rpi5 = cpu_mod.HostCPU.from_aarch64_names("a76", ["fp", "asimd", "asimddp"])
+    macros = ["__ARM_NEON", "__ARM_FEATURE_DOTPROD", "__ARM_FEATURE_MATMUL_INT8",
+              "__ARM_FEATURE_FMA", "__ARM_FEATURE_SVE", "__AARCH64EL__", "__FLT_MAX__"]  # fmt: skip
+    assert native.features_from_macros(macros, rpi5) == {"neon", "dotprod", "i8mm", "sve"}
+    # a kernel library for Graviton 3 is refused on the Pi before loading
+    library = _library(tmp_path, macros, march="armv8.4-a+sve+i8mm")
+    with pytest.raises(ValueError, match=r"-march=armv8.4-a\+sve\+i8mm and .*lacks: i8mm, sve"):
+        native.check_runs_here(library, rpi5)
 
 
 # --- the native kernel library ---------------------------------------------------------

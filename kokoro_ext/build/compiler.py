@@ -7,12 +7,16 @@ then the weights in the layout it computes with) and ``main_transform_params``
 norm, Winograd filters).  The build runs the exported library's transform once
 (``transform_weights``) and stores its outputs apart (kokoro_ext.run.weights), so the runtime maps them and
 passes them to ``main`` as they are; ``build --weights-only`` runs a built library's
-transform on another checkpoint.  ``compile_module`` compiles a module with its weights
-bound as constants, for tests and comparisons.
+transform on another checkpoint.  A stage for another architecture (a cross build) cannot
+run here, so its transform is compiled a second time, alone, for this machine
+(``CompiledStage.transform``); the library keeps its own for ``--weights-only`` there.
+``compile_module`` compiles a module with its weights bound as constants, for tests and
+comparisons.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +33,7 @@ from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
 from kokoro_ext.build.precision import ConvProducts, WeightDtype, int8_weights
 from kokoro_ext.build.stages import StageSpec
+from kokoro_ext.build.target import is_cross, parse_target
 from kokoro_ext.run.manifest import StageSignature
 from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_tensor
 
@@ -71,6 +76,8 @@ class CompiledStage(CompiledModule):
     weights: list[np.ndarray] = field(default_factory=list)  # the transform's inputs
     parameters: list[Parameter] = field(default_factory=list)  # their names, in that order
     signature: StageSignature | None = None  # what main takes and returns, by name
+    #: for a cross build: the weight transform alone, compiled for this machine
+    transform: tvm.runtime.Executable | None = None
 
 
 def compile_module(
@@ -126,16 +133,25 @@ def compile_stage(
         products=products,
     )
     executable = _compile(mod, target, options, seconds)
+    transform = None
+    if is_cross(parse_target(target)) and names:
+        here = {}
+        host_options = dataclasses.replace(options, transform_only=True)
+        transform = _compile(mod, parse_target("llvm"), host_options, here)
+        seconds["compile_transform"] = here["compile"]
     parameters = [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
     signature = spec.signature(program, dynamic)
-    return CompiledStage(executable, ir_lines, seconds, weights, parameters, signature)
+    return CompiledStage(
+        executable, ir_lines, seconds, weights, parameters, signature, transform
+    )
 
 
 def transform_weights(library: Any, parameters: Sequence[np.ndarray]) -> list[np.ndarray]:
     """A stage library's ``main_transform_params`` on the checkpoint's ``parameters``
     (in the library's order): the weights its ``main`` takes after the inputs.
 
-    ``library``: the exported library, loaded (kokoro_ext.run.runner.load_library).
+    ``library``: the exported library, loaded (kokoro_ext.run.runner.load_library), or a
+    cross build's ``CompiledStage.transform``.
     """
     if not parameters:
         return []

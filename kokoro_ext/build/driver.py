@@ -35,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 from torch import nn
+from tvm.support.cc import cross_compiler
 
 import kokoro_ext
 from kokoro_ext.build import environment
@@ -49,7 +50,13 @@ from kokoro_ext.build.precision import (
 from kokoro_ext.build.frontend import LstmBackend
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice, resolve_voice
 from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES, Geometry
-from kokoro_ext.build.target import instruction_features, parse_target, target_features
+from kokoro_ext.build.target import (
+    is_cross,
+    linker,
+    parse_target,
+    target_features,
+    target_instruction_features,
+)
 from kokoro_ext.run import artifacts, cache
 from kokoro_ext.run.cache import DEFAULT_VOICE
 from kokoro_ext.run.manifest import Limits, Manifest, Source, StageEntry, TensorSpec, WeightsFile
@@ -108,6 +115,8 @@ def build(options: BuildOptions, log: Log = print) -> Path:
     if options.weights_only:
         return rebuild_weights(options, log)
     target = parse_target(options.target)
+    if (cc := linker(target)) is not None:
+        _checked_linker(cc)  # before minutes of compiling
     # a precision the target cannot take fails here, before anything compiles
     chosen = products(options.precision, target_features(target), options.weight_dtype != "float32")
     config = load_config(options.config)
@@ -153,7 +162,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 tvm=env.tvm_version,
                 patches={p.patch: p.state for p in env.patches},
                 target=target,
-                cpu_features=tuple(sorted(instruction_features(target_features(target)))),
+                cpu_features=tuple(sorted(target_instruction_features(target))),
                 lstm_backend=options.lstm_backend,
                 weight_dtype=options.weight_dtype,
                 precision=chosen if _stores_int8(stages.values()) else "fp32",
@@ -189,6 +198,12 @@ def rebuild_weights(options: BuildOptions, log: Log = print) -> Path:
     """
     out = options.out.resolve()
     manifest = artifacts.read_manifest(out)
+    if is_cross(dict(manifest.target)):
+        raise ValueError(
+            f"--weights-only runs the weight transform of the stage libraries in {out}, "
+            f"which are for {manifest.target.get('mtriple')} and do not run here: run it on "
+            "such a machine, or build from scratch with the new --weights"
+        )
     config = json.loads((out / artifacts.CONFIG).read_text())
     weights = resolve_weights(options)  # the build's voice stays
     log(f"weights: {weights or f'random (seed {options.seed})'} for the stages in {out}")
@@ -300,10 +315,11 @@ def _model(options: BuildOptions) -> nn.Module:
 
 def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str, StageEntry]:
     """Compile stage ``name`` into ``staging``: its library and its weights; its entry."""
+    target = parse_target(options.target)
     compiled = compile_stage(
         STAGES[name],
         _model(options),
-        parse_target(options.target),
+        target,
         options.lstm_backend,
         native_dense=options.dense == "native",
         weight_dtype=options.weight_dtype,
@@ -311,10 +327,14 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
     )
     file = artifacts.stage_file(name)
     path = staging / file
-    compiled.executable.export_library(str(path))
-    # the weights as the library that ships computes with them, by its own transform
+    cc = linker(target)  # another architecture's: that triple's GCC links it
+    fcompile = None if cc is None else cross_compiler(_checked_linker(cc))
+    compiled.executable.export_library(str(path), fcompile=fcompile)
+    # the weights as the library that ships computes with them, by its own transform (a
+    # cross build's, compiled for this machine: the library does not run here)
     start = time.perf_counter()
-    weights = transform_weights(load_library(path), compiled.weights)
+    library = compiled.transform if compiled.transform is not None else load_library(path)
+    weights = transform_weights(library, compiled.weights)
     compiled.seconds["transform"] = time.perf_counter() - start
     return name, StageEntry(
         file=file,
@@ -325,6 +345,16 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
         ir_lines=compiled.ir_lines,
         seconds={k: round(v, 2) for k, v in compiled.seconds.items()},
     )
+
+
+def _checked_linker(cc: str) -> str:
+    """``cc`` if it is on PATH, else ValueError saying where it comes from."""
+    if shutil.which(cc) is None:
+        raise ValueError(
+            f"{cc} is not on PATH: a cross build links its libraries with it "
+            f"(Debian/Ubuntu: apt-get install gcc-{cc.removesuffix('-gcc')})"
+        )
+    return cc
 
 
 def _compile_all(

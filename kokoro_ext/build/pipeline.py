@@ -13,6 +13,8 @@ runs them in order.  This is the one place that decides which passes run and whe
       alone (weight norm, transposes, Winograd filters) out of ``main`` into
       ``main_transform_params``, which the build runs once on the checkpoint
       (kokoro_ext.build.compiler.transform_weights): nothing recomputes them at run time.
+      With ``transform_only`` only that function goes on (a cross build runs the weight
+      transform compiled for the build machine: its stage libraries do not run there).
       Then cpu_generic's legalization and fusion, and our schedule rules on the fused
       functions (kokoro_ext.build.passes.schedule), where TVM's GPU pipelines put
       dlight's: cpu_generic schedules nothing.
@@ -41,6 +43,7 @@ from kokoro_ext.build.passes import (
     schedule_in_turn,
     winograd_conv1d,
 )
+from kokoro_ext.run.runner import TRANSFORM_PARAMS
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class PipelineOptions:
     int8_weights: frozenset[str] = frozenset()
     #: What the convolutions on int8 weights multiply in (kokoro_ext.build.precision).
     products: ConvProducts = ConvProducts()
+    #: Compile ``main_transform_params`` alone, without ``main``.
+    transform_only: bool = False
 
 
 def library_dispatch_passes(
@@ -71,12 +76,25 @@ def library_dispatch_passes(
     return ours + cpu_generic.library_dispatch_passes(target)
 
 
-def legalize_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
-    """Weight transforms lifted out of ``main``, cpu_generic's legalization and fusion,
-    then our schedule rules on each fused PrimFunc in turn."""
+@tvm.transform.module_pass(opt_level=0, name="kokoro_ext.KeepTransformParams")
+def keep_transform_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """``main_transform_params`` and what it calls, without ``main``."""
+    mod = mod.clone()
+    del mod["main"]
+    return relax.transform.DeadCodeElimination([TRANSFORM_PARAMS])(mod)
+
+
+def legalize_passes(
+    target: tvm.target.Target, transform_only: bool = False
+) -> list[tvm.transform.Pass]:
+    """Weight transforms lifted out of ``main`` (and ``main`` dropped with
+    ``transform_only``), cpu_generic's legalization and fusion, then our schedule rules on
+    each fused PrimFunc in turn."""
     # CSE first: ALBERT shares one layer's weights across its 12 layers, whose transposes
     # would otherwise be lifted (and stored) 12 times.
     lift = [relax.transform.EliminateCommonSubexpr(), relax.transform.LiftTransformParams()]
+    if transform_only:
+        lift.append(keep_transform_params)
     schedule = schedule_in_turn(InlineElementwise(), VectorizeReduction(), ParallelizeSpatial())
     return lift + cpu_generic.legalize_passes(target) + [schedule]
 
@@ -115,7 +133,7 @@ def get_default_pipeline(
                 library_dispatch_passes(
                     target, options.native_dense, options.int8_weights, options.products
                 )
-                + legalize_passes(target)
+                + legalize_passes(target, options.transform_only)
                 + dataflow_lower_passes(target)
                 + finalize_passes(target)
             )

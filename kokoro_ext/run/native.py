@@ -69,11 +69,41 @@ class CPURecord:
         return CPURecord(march, compiler, features_from_macros(macros, host))
 
 
+#: ACLE feature macros (AArch64) -> LLVM features; x86's spell their feature's name.
+ARM_MACROS = {
+    "__ARM_NEON": "neon",
+    "__ARM_FEATURE_AES": "aes",
+    "__ARM_FEATURE_SHA2": "sha2",
+    "__ARM_FEATURE_SHA3": "sha3",
+    "__ARM_FEATURE_SM4": "sm4",
+    "__ARM_FEATURE_CRC32": "crc",
+    "__ARM_FEATURE_ATOMICS": "lse",
+    "__ARM_FEATURE_QRDMX": "rdm",
+    "__ARM_FEATURE_COMPLEX": "complxnum",
+    "__ARM_FEATURE_JCVT": "jsconv",
+    "__ARM_FEATURE_FRINT": "fptoint",
+    "__ARM_FEATURE_FP16_SCALAR_ARITHMETIC": "fullfp16",
+    "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC": "fullfp16",
+    "__ARM_FEATURE_FP16_FML": "fp16fml",
+    "__ARM_FEATURE_DOTPROD": "dotprod",
+    "__ARM_FEATURE_MATMUL_INT8": "i8mm",
+    "__ARM_FEATURE_BF16_SCALAR_ARITHMETIC": "bf16",
+    "__ARM_FEATURE_BF16_VECTOR_ARITHMETIC": "bf16",
+    "__ARM_FEATURE_SVE": "sve",
+    "__ARM_FEATURE_SVE2": "sve2",
+    "__ARM_FEATURE_SME": "sme",
+}
+
+
 def features_from_macros(macros: list[str], host: HostCPU | None = None) -> frozenset[str]:
     """GCC/Clang feature macros -> LLVM instruction features (``__SSE4_1__`` -> ``sse4.1``,
-    ``__AMX_TILE__`` -> ``amx-tile``); macros that name no CPU feature are dropped."""
+    ``__AMX_TILE__`` -> ``amx-tile``, ``__ARM_FEATURE_DOTPROD`` -> ``dotprod``); macros
+    that name no CPU feature ``host`` can tell are dropped."""
     names = set()
     for macro in macros:
+        if macro.startswith("__ARM_"):
+            names.add(ARM_MACROS.get(macro, ""))
+            continue
         name = macro.strip("_").lower()
         name = re.sub(r"^(sse4|avx10)_(\d)$", r"\1.\2", name).replace("_", "-")
         names.add(name)
@@ -86,13 +116,17 @@ def check_runs_here(library: Path, host: HostCPU | None = None) -> CPURecord:
     missing = missing_instructions(record.features, host)
     if missing:
         built = f"-march={record.march}" if record.march else "the compiler's default -march"
-        cpu = (host or HostCPU.detect()).name
+        host = host or HostCPU.detect()
+        portable = (
+            "armv8-a` (any AArch64 CPU" if host.arch == "aarch64"
+            else "x86-64-v3` (any AVX2 machine"
+        )
         raise ValueError(
             f"the native kernel library {library} was built with {built} and uses "
-            f"instructions this CPU ({cpu}) lacks: {', '.join(missing)}. Rebuild it on this "
-            "machine (`pip install --no-build-isolation -e .` or ./bootstrap.sh), or build "
-            "a portable one with `cmake -S . -B build -DKOKORO_EXT_MARCH=x86-64-v3` (any "
-            "AVX2 machine; empty for the compiler's baseline)"
+            f"instructions this CPU ({host.name}) lacks: {', '.join(missing)}. Rebuild it on "
+            "this machine (`pip install --no-build-isolation -e .` or ./bootstrap.sh), or build "
+            f"a portable one with `cmake -S . -B build -DKOKORO_EXT_MARCH={portable}; empty "
+            "for the compiler's baseline)"
         )
     return record
 

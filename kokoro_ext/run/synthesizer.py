@@ -80,9 +80,11 @@ def check_speed(speed: float) -> None:
 def check_cpu(manifest: Manifest, host: cpu.HostCPU | None = None) -> None:
     """ValueError if the build's code uses instructions ``host`` (this CPU) lacks.
 
-    The manifest's ``cpu_features`` (the build side's LLVM computed them for its target)
+    The target's architecture (its ``mtriple``, where it has one) against the host's, then
+    the manifest's ``cpu_features`` (the build side's LLVM computed them for its target)
     against the host's CPU flags: no LLVM here.
     """
+    cpu.check_architecture(manifest.target.get("mtriple"), "these artifacts were", host)
     mcpu = manifest.target.get("mcpu", "the build host")
     what = f"these artifacts were compiled for CPU {mcpu!r} and"
     cpu.check_features(manifest.cpu_features, what, host)

@@ -61,10 +61,12 @@ inline int64_t RoundColumns(int64_t n) {
 
 // Register blocking over the host's own vector registers (f32x16 is two registers on
 // AVX2, and GCC spills a block of those): on AVX-512, 8 rows x 48 columns hold 24 of its
-// 32 registers; on AVX2, 4 rows x 24 columns hold 12 of its 16.
+// 32 registers; on AVX2, 4 rows x 24 columns hold 12 of its 16.  AArch64 (NEON, 32
+// registers of 4 floats) takes AVX2's block as pairs of registers: 24 sums, 6 columns and
+// the weight fit its 32; 8 lanes also keep kVectorLanes a multiple of kPack.
 #ifdef __AVX512F__
 constexpr int kVectorLanes = 16, kKernelRows = 8, kKernelVectors = 3;
-#else
+#else  // AVX2, NEON and the baseline
 constexpr int kVectorLanes = 8, kKernelRows = 4, kKernelVectors = 3;
 #endif
 typedef float RegisterVector __attribute__((vector_size(kVectorLanes * sizeof(float))));

@@ -25,6 +25,8 @@
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 
 #include <algorithm>
@@ -141,7 +143,7 @@ inline int64_t QuantizeRows(const float* w, int64_t rows, int64_t n, int64_t row
 }
 
 /*! \brief The kVectorLanes int8 at p as floats (GCC's generic vector conversion from int8
- *  goes one lane at a time, so x86 gets its sign extension and conversion). */
+ *  goes one lane at a time, so x86 and NEON get their sign extension and conversion). */
 // GCC 12 warns of the undefined upper lanes its own _mm512_cvtepi8_epi32 starts from.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -153,6 +155,13 @@ inline RegisterVector LoadInt8(const int8_t* p) {
 #elif defined(__AVX2__)
   const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   std::memcpy(&r, &v, sizeof(r));
+#elif defined(__ARM_NEON)
+  static_assert(kVectorLanes == 8, "NEON converts 8 int8 lanes as two float registers");
+  const int16x8_t h = vmovl_s8(vld1_s8(p));
+  const float32x4_t lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
+  const float32x4_t hi = vcvtq_f32_s32(vmovl_high_s16(h));
+  std::memcpy(&r, &lo, sizeof(lo));
+  std::memcpy(reinterpret_cast<char*>(&r) + sizeof(lo), &hi, sizeof(hi));
 #else
   for (int i = 0; i < kVectorLanes; ++i) r[i] = static_cast<float>(p[i]);
 #endif
