@@ -66,6 +66,17 @@ def book_chapters(count: int | None) -> list[tuple[str, str]]:
     return parts[:count] if count else parts
 
 
+def book_source(count: int | None) -> str:
+    """The book's Markdown up to its chapter ``count + 1`` (all of it for None): what the
+    bulk command reads, cut by its own reader into the chapters of book_chapters(count)."""
+    text = BOOK.read_text(encoding="utf-8")
+    if not count:
+        return text
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    return "".join(lines[: starts[count]]) if count < len(starts) else text
+
+
 def words_of(parts: list[tuple[str, str]]) -> int:
     return sum(len(text.split()) for _, text in parts)
 
@@ -78,9 +89,7 @@ def child_bulk(args: argparse.Namespace) -> dict:
 
     with tempfile.TemporaryDirectory() as scratch:
         book = Path(scratch) / "book.md"
-        parts = book_chapters(args.chapters)
-        # the chapters as a book of their own: the bulk command's own reader cuts it again
-        book.write_text("\n\n".join(f"## {title}\n\n{text}" for title, text in parts))
+        book.write_text(book_source(args.chapters))
         cluster = None
         address = None
         if args.nodes:

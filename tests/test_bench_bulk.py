@@ -27,6 +27,11 @@ def test_the_book_is_several_thousand_words_in_five_chapters():
                                                            ("One", "Two", "Three", "Four", "Five")]
     assert bulk.words_of(parts) > 2400
     assert "public domain" in bulk.BOOK.read_text().splitlines()[1]
+    # the bulk runs read the book's own Markdown, cut to the same chapters
+    from kokoro_ext.bulk.records import chapters
+
+    for count in (None, 2):
+        assert chapters(bulk.book_source(count), markdown=True) == bulk.book_chapters(count)
 
 
 def test_the_plan_names_the_default_split(monkeypatch):
