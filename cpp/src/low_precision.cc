@@ -10,6 +10,9 @@
 #include <cmath>
 
 #if defined(__x86_64__)
+// GCC 12 warns inside its own intrinsics (their _mm512_undefined_* operands) when they are
+// inlined into functions with a target attribute (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #define KOKORO_EXT_HAS_X86_KERNELS 1
 #define KOKORO_EXT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -243,7 +246,9 @@ KOKORO_EXT_VNNI_TARGET float PeakKernel(const float* x, int64_t rows, int64_t ro
     for (; q + 16 <= hi; q += 16) peak = _mm512_max_ps(peak, _mm512_abs_ps(_mm512_loadu_ps(row + q)));
     for (; q < hi; ++q) tail = std::max(tail, std::abs(row[q]));
   }
-  return std::max(tail, _mm512_reduce_max_ps(peak));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, peak);
+  return std::max(tail, *std::max_element(lanes, lanes + 16));
 }
 
 KOKORO_EXT_VNNI_TARGET void QuantizeKernel(const float* x, int64_t quads, int64_t row_stride,
