@@ -116,7 +116,7 @@ def peak_rss_mb(pid: int) -> float | None:
 def server_command(engine: str, args: argparse.Namespace, port: int) -> tuple[list[str], dict]:
     env = dict(os.environ)
     if engine == "tvm":
-        return [sys.executable, "-m", "kokoro_ext.serve", "--artifacts", str(args.artifacts),
+        return [str(args.python), "-m", "kokoro_ext.serve", "--artifacts", str(args.artifacts),
                 "--port", str(port), "--max-queue", "64"], env
     if engine == "fastkokoro":
         sys.path.insert(0, str(ROOT))
@@ -295,6 +295,7 @@ def format_table(result: dict) -> str:
         f"\nseconds; TTFA = time to the first audio byte; {m['cpus']} CPUs, load before "
         f"{m['load_before']}, after {m['load_after']}; {result['requests_per_client']} requests "
         f"per client (at least 4), every fourth long; {m['date']}"
+        + (f"; tvm's server run by {result['python']}" if result.get("python") else "")
     )
     return "\n".join(lines)
 
@@ -331,6 +332,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--engines", default="tvm,fastkokoro")
     p.add_argument("--fastkokoro", type=Path, default=shutil.which("fastkokoro"),
                    help="the fastkokoro executable (default: on PATH)")
+    p.add_argument("--python", type=Path, default=Path(sys.executable),
+                   help="the interpreter that runs this project's server: a runtime-only "
+                   "venv (README, Deploy) measures what a deployment holds (default: this one)")
     p.add_argument("--clients", default="1,2,4,8")
     p.add_argument("--requests", type=int, default=2, help="requests per client at each level")
     p.add_argument("--time-cap", type=float, default=120.0, help="seconds per level at most")
@@ -350,6 +354,7 @@ def main(argv=None) -> None:
         "requests_per_client": args.requests,
         "time_cap": args.time_cap,
         "artifacts": str(args.artifacts),
+        "python": str(args.python),
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
