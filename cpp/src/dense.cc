@@ -51,6 +51,33 @@ constexpr int64_t kMinParallelFlops = int64_t{1} << 22;
 // products: 2-3x at 15 rows, level at 64, 20-30% behind at 250).
 constexpr int64_t kSmallRows = 64;
 
+/*! \brief A direct convolution's work item: batch b, output columns [t0, t0 + width) of
+ *  tile ``tile`` (``cols`` rounded up for the products), output channels [o0, o0 + rows)
+ *  of a block of ``block``. */
+struct TapsItem {
+  int64_t b, tile, t0, width, cols, o0, rows, block;
+};
+
+/*!
+ * \brief f(TapsItem) for every (batch, tile of kColumnTile output columns, block of output
+ *  channels) of a direct convolution, in parallel: blocks of whole packed blocks, as many
+ *  as OutputBlocks wants for the threads.
+ */
+template <typename F>
+void ForEachTapsItem(int64_t B, int64_t T_out, int64_t C_out, F&& f) {
+  const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
+  const int64_t packed = PackedBlocks(C_out);
+  const int64_t wanted = OutputBlocks(B * tiles, C_out);
+  const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
+  const int64_t blocks = (C_out + block - 1) / block;
+  ParallelFor(B * tiles * blocks, [&](int64_t item) {
+    const int64_t tile = item / blocks % tiles, t0 = tile * kColumnTile;
+    const int64_t o0 = item % blocks * block, width = std::min(kColumnTile, T_out - t0);
+    f(TapsItem{item / (tiles * blocks), tile, t0, width, RoundColumns(width), o0,
+               std::min(block, C_out - o0), block});
+  });
+}
+
 /*!
  * \brief Stride-1 convolution over a zero-padded copy of each input (no im2col copy K
  *  times the input's size), its taps the chunks of products.h's PackedProduct: the taps
@@ -68,16 +95,8 @@ void Conv1dTaps(const float* px, const PackedFilter& taps, const float* pb, floa
     std::memcpy(padded + bc * T_pad + pad, px + bc * T_in, T_in * sizeof(float));
     std::fill(padded + bc * T_pad + pad + T_in, padded + (bc + 1) * T_pad, 0.f);
   }, B * C_in * T_pad >= kMinParallelFlops / 16);
-  const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
-  const int64_t packed = PackedBlocks(C_out);
-  const int64_t wanted = OutputBlocks(B * tiles, C_out);
-  const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
-  const int64_t blocks = (C_out + block - 1) / block;
-  ParallelFor(B * tiles * blocks, [&](int64_t item) {
-    const int64_t b = item / (tiles * blocks), tile = item / blocks % tiles;
-    const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
-    const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
-    const int64_t cols = RoundColumns(width);
+  ForEachTapsItem(B, T_out, C_out, [&](const TapsItem& it) {
+    const auto [b, tile, t0, width, cols, o0, rows, block] = it;
     float* M = Workspace<2>(block * cols);
     PackedProduct(taps, o0 / kPack, K * C_in, PackedBlocks(rows), K, C_in,
                   padded + b * C_in * T_pad + t0, T_pad, dilation, cols, M, cols);
@@ -220,16 +239,9 @@ void Conv1dTapsQ8Bf16(tvm::ffi::Shape options, tvm::ffi::TensorView x,
     }
     PairRowsBf16(rows, 2, T_pad, T_pad, padded + bp * 2 * T_pad, T_pad);
   }, pairs * T_pad >= kMinParallelFlops / 16);
-  const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
-  const int64_t packed = PackedBlocks(C_out), depth = K * C_in;
-  const int64_t wanted = OutputBlocks(B * tiles, C_out);
-  const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
-  const int64_t blocks = (C_out + block - 1) / block;
-  ParallelFor(B * tiles * blocks, [&](int64_t item) {
-    const int64_t b = item / (tiles * blocks), tile = item / blocks % tiles;
-    const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
-    const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
-    const int64_t cols = RoundColumns(width);
+  const int64_t depth = K * C_in;
+  ForEachTapsItem(B, T_out, C_out, [&](const TapsItem& it) {
+    const auto [b, tile, t0, width, cols, o0, rows, block] = it;
     const int64_t o_blocks = PackedBlocks(rows);
     uint16_t* w = reinterpret_cast<uint16_t*>(Workspace<4>(o_blocks * depth * kPack / 2));
     PairInt8FilterBf16(q8 + o0 / kPack * depth * kPack, o_blocks, depth, w);
@@ -287,14 +299,9 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
     steps[bt] = QuantizeColumnsInt8(px + b * C_in * T_in, C_in, T_in, T_in, t0 - pad, window,
                                     windows + bt * C_in * window);
   }, B * C_in * T_in >= kMinParallelFlops / 16);
-  const int64_t wanted = OutputBlocks(B * tiles, C_out);
-  const int64_t block = (packed + wanted - 1) / wanted * kPack;  // output channels per item
-  const int64_t blocks = (C_out + block - 1) / block;
-  ParallelFor(B * tiles * blocks, [&](int64_t item) {
-    const int64_t bt = item / blocks, tile = bt % tiles, b = bt / tiles;
-    const int64_t o0 = item % blocks * block, rows = std::min(block, C_out - o0);
-    const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
-    const int64_t cols = RoundColumns(width);
+  ForEachTapsItem(B, T_out, C_out, [&](const TapsItem& it) {
+    const auto [b, tile, t0, width, cols, o0, rows, block] = it;
+    const int64_t bt = b * tiles + tile;
     int32_t* M = reinterpret_cast<int32_t*>(Workspace<2>(block * cols));
     PackedProductInt8(w + o0 / kPack * depth * kPack, PackedBlocks(rows), K, C_in,
                       windows + bt * C_in * window, window, dilation, cols, M, cols);
