@@ -337,11 +337,11 @@ def run(args: argparse.Namespace) -> dict:
         skipped("espeak-ng", "no espeak-ng executable (apt-get install espeak-ng)")
     voice = load_voice_array(args.voice)
     aligner = Aligner() if synth is not None else None
-    others = {}
+    others, other_dirs = {}, {}
     for name, directory in args.builds:
         other, _ = load_engine(f"tvm-{name}", lambda d=directory: load_tvm(d))
         if other is not None:
-            others[f"tvm-{name}"] = other
+            others[f"tvm-{name}"], other_dirs[f"tvm-{name}"] = other, str(directory)
     engines = [e for e, up in (("tvm", synth), ("pytorch", pytorch), ("onnx-int8", session),
                                ("espeak-ng", have_espeak)) if up is not None and up is not False]
     engines[1:1] = list(others)
@@ -419,7 +419,7 @@ def run(args: argparse.Namespace) -> dict:
         "word_start_error_median": float(np.median(starts)) if starts else None,
         "word_start_error_p95": float(np.percentile(starts, 95)) if starts else None,
         "word_start_unaligned": sum(r.get("word_start_errors") is None for r in rows),
-        "builds": {e: str(d) for e, (_, d) in zip(others, args.builds)},
+        "builds": other_dirs,
         "rows": rows,
     }
 

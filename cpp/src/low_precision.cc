@@ -401,7 +401,13 @@ void PairInt8FilterBf16(const int8_t* packed, int64_t blocks, int64_t depth, uin
     return;
   }
 #endif
-  PairFilterBf16(packed, blocks, depth, dst);
+  for (int64_t p = 0; p < blocks * depth / 2; ++p) {
+    const int8_t* rows = packed + 2 * p * kPack;
+    for (int64_t r = 0; r < kPack; ++r) {
+      dst[(p * kPack + r) * 2] = ToBf16(static_cast<float>(rows[r]));
+      dst[(p * kPack + r) * 2 + 1] = ToBf16(static_cast<float>(rows[kPack + r]));
+    }
+  }
 }
 
 void PackedProductBf16(const uint16_t* gw, int64_t depth, int64_t o_blocks, int64_t chunks,

@@ -43,6 +43,7 @@ from kokoro_ext.build.compiler import compile_stage, transform_weights
 from kokoro_ext.build.precision import (
     ConvProducts,
     Precision,
+    Products,
     WeightDtype,
     conv_products,
     products,
@@ -118,7 +119,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
     if (cc := linker(target)) is not None:
         _checked_linker(cc)  # before minutes of compiling
     # a precision the target cannot take fails here, before anything compiles
-    chosen = products(options.precision, target_features(target), options.weight_dtype != "float32")
+    chosen = _products(options)
     config = load_config(options.config)
     weights, voice_file, voice_name = resolve_sources(options)
     if weights is None:
@@ -293,11 +294,16 @@ def _write_stage_weights(directory: Path, stage: str, arrays: list) -> WeightsFi
 _COST = {"decoder": 3, "text": 2, "prosody": 1, "source": 0}
 
 
-def _conv_products(options: BuildOptions) -> ConvProducts:
-    """What the convolutions of the build ``options`` describe multiply in."""
+def _products(options: BuildOptions) -> Products:
+    """What the convolutions of the build ``options`` describe multiply in (ValueError for
+    a precision its target or weights cannot take)."""
     features = target_features(parse_target(options.target))
-    chosen = products(options.precision, features, options.weight_dtype != "float32")
-    return conv_products(chosen, features)
+    return products(options.precision, features, options.weight_dtype != "float32")
+
+
+def _conv_products(options: BuildOptions) -> ConvProducts:
+    """_products per layer: the long convolutions' and the others'."""
+    return conv_products(_products(options), target_features(parse_target(options.target)))
 
 
 def _stores_int8(entries: Iterable[StageEntry]) -> bool:

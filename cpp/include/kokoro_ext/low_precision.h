@@ -55,14 +55,6 @@ inline uint16_t ToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-/*! \brief The bf16 value h as a float32 (exact). */
-inline float FromBf16(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
 /*!
  * \brief dst[p][q][j] = bf16(src[2 p + j][q]) for p < rows / 2 (rows even), q < cols:
  *  rows of src_stride floats to pairs of rows with dst_stride columns.
@@ -71,30 +63,16 @@ void PairRowsBf16(const float* src, int64_t rows, int64_t src_stride, int64_t co
                   uint16_t* dst, int64_t dst_stride);
 
 /*!
- * \brief A filter packed as [blocks][depth][kPack] (float32 or int8) to bf16 pairs of
- *  its depth rows, [blocks][depth / 2][kPack][2]; depth even.  Exact for int8.
+ * \brief An int8 filter packed as [blocks][depth][kPack] to bf16 pairs of its depth rows,
+ *  [blocks][depth / 2][kPack][2] (depth even; exact), vectorized where the host has
+ *  AVX512_BF16.
  */
-template <typename T>
-void PairFilterBf16(const T* packed, int64_t blocks, int64_t depth, uint16_t* dst) {
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int64_t p = 0; p < depth / 2; ++p) {
-      const T* rows = packed + (b * depth + 2 * p) * kPack;
-      uint16_t* out = dst + (b * depth / 2 + p) * kPack * 2;
-      for (int64_t r = 0; r < kPack; ++r) {
-        out[2 * r] = ToBf16(static_cast<float>(rows[r]));
-        out[2 * r + 1] = ToBf16(static_cast<float>(rows[kPack + r]));
-      }
-    }
-  }
-}
-
-/*! \brief PairFilterBf16 of an int8 filter (exact), vectorized where the host has AVX512_BF16. */
 void PairInt8FilterBf16(const int8_t* packed, int64_t blocks, int64_t depth, uint16_t* dst);
 
 /*!
  * \brief products.h's PackedProduct with bf16 operands: M[o][q] = sum_chunk sum_c
  *  w[o][chunk C_in + c] U[c][chunk shift + q] for o < o_blocks kPack, q < cols16, w as
- *  PairFilterBf16 makes it, U as PairRowsBf16 makes it (pair stride u_stride columns).
+ *  PairInt8FilterBf16 makes it, U as PairRowsBf16 makes it (pair stride u_stride columns).
  *  C_in even.
  */
 void PackedProductBf16(const uint16_t* gw, int64_t depth, int64_t o_blocks, int64_t chunks,
