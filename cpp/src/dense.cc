@@ -302,16 +302,17 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   ForEachTapsItem(B, T_out, C_out, [&](const TapsItem& it) {
     const auto [b, tile, t0, width, cols, o0, rows, block] = it;
     const int64_t bt = b * tiles + tile;
-    int32_t* M = reinterpret_cast<int32_t*>(Workspace<2>(block * cols));
-    PackedProductInt8(w + o0 / kPack * depth * kPack, PackedBlocks(rows), K, C_in,
-                      windows + bt * C_in * window, window, dilation, cols, M, cols);
+    // Per row of the block: the zero point's share of the sums, and the two scales.
+    float* scale = Workspace<2>(2 * block);
+    int32_t* zero = reinterpret_cast<int32_t*>(scale + block);
     for (int64_t o = 0; o < rows; ++o) {
-      float* y = po + (b * C_out + o0 + o) * T_out + t0;
-      const int32_t* m = M + o * cols;
-      const int32_t zero = 128 * sums[o0 + o];
-      const float k = steps[bt] * ps[o0 + o], bias = pb[o0 + o];
-      for (int64_t q = 0; q < width; ++q) y[q] = static_cast<float>(m[q] - zero) * k + bias;
+      zero[o] = 128 * sums[o0 + o];
+      scale[o] = steps[bt] * ps[o0 + o];
     }
+    const Int8Output y{po + (b * C_out + o0) * T_out + t0, T_out, rows, width, zero, scale,
+                       pb + o0};
+    PackedProductInt8(w + o0 / kPack * depth * kPack, PackedBlocks(rows), K, C_in,
+                      windows + bt * C_in * window, window, dilation, cols, y);
   });
 }
 

@@ -178,8 +178,8 @@ KOKORO_EXT_BF16_TARGET void PackedProductKernels(const uint16_t* gw, int64_t dep
 template <int kVectors>
 KOKORO_EXT_VNNI_TARGET inline void ProductKernelInt8(const int8_t* w, int64_t K, int64_t quads,
                                                      const uint8_t* u, int64_t u_stride,
-                                                     int64_t shift, int32_t* m,
-                                                     int64_t m_stride) {
+                                                     int64_t shift, const Int8Output& out,
+                                                     int64_t row0, int64_t col0) {
   __m512i acc[kPack][kVectors];
   for (int r = 0; r < kPack; ++r) {
     for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_setzero_si512();
@@ -199,9 +199,21 @@ KOKORO_EXT_VNNI_TARGET inline void ProductKernelInt8(const int8_t* w, int64_t K,
       }
     }
   }
-  for (int r = 0; r < kPack; ++r) {
+  // Columns past out.width belong to the next tile (another thread's): masked stores.
+  __mmask16 masks[kVectors];
+  for (int v = 0; v < kVectors; ++v) {
+    const int64_t left = std::clamp<int64_t>(out.width - col0 - 16 * v, 0, 16);
+    masks[v] = static_cast<__mmask16>((1u << left) - 1u);
+  }
+  const int rows = static_cast<int>(std::min<int64_t>(kPack, out.rows - row0));
+  for (int r = 0; r < rows; ++r) {
+    const int64_t o = row0 + r;
+    const __m512i zero = _mm512_set1_epi32(out.zero[o]);
+    const __m512 scale = _mm512_set1_ps(out.scale[o]), bias = _mm512_set1_ps(out.bias[o]);
+    float* y = out.y + o * out.y_stride + col0;
     for (int v = 0; v < kVectors; ++v) {
-      _mm512_storeu_si512(reinterpret_cast<void*>(m + r * m_stride + 16 * v), acc[r][v]);
+      const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], zero));
+      _mm512_mask_storeu_ps(y + 16 * v, masks[v], _mm512_fmadd_ps(sums, scale, bias));
     }
   }
 }
@@ -209,8 +221,7 @@ KOKORO_EXT_VNNI_TARGET inline void ProductKernelInt8(const int8_t* w, int64_t K,
 KOKORO_EXT_VNNI_TARGET void PackedProductInt8Kernels(const int8_t* w, int64_t o_blocks,
                                                      int64_t K, int64_t C_in, const uint8_t* U,
                                                      int64_t u_stride, int64_t shift,
-                                                     int64_t cols16, int32_t* M,
-                                                     int64_t m_stride) {
+                                                     int64_t cols16, const Int8Output& out) {
   constexpr int kWideVectors = 3, kWide = 16 * kWideVectors;
   const int64_t quads = C_in / 4, block = K * C_in * kPack;
   // Column panels outside, as products.h does where the columns are the larger operand:
@@ -219,19 +230,19 @@ KOKORO_EXT_VNNI_TARGET void PackedProductInt8Kernels(const int8_t* w, int64_t o_
   for (; q + kWide <= cols16; q += kWide) {
     for (int64_t ob = 0; ob < o_blocks; ++ob) {
       ProductKernelInt8<kWideVectors>(w + ob * block, K, quads, U + q * 4, u_stride, shift,
-                                      M + ob * kPack * m_stride + q, m_stride);
+                                      out, ob * kPack, q);
     }
   }
   for (; q + 32 <= cols16; q += 32) {
     for (int64_t ob = 0; ob < o_blocks; ++ob) {
-      ProductKernelInt8<2>(w + ob * block, K, quads, U + q * 4, u_stride, shift,
-                           M + ob * kPack * m_stride + q, m_stride);
+      ProductKernelInt8<2>(w + ob * block, K, quads, U + q * 4, u_stride, shift, out,
+                           ob * kPack, q);
     }
   }
   for (; q < cols16; q += 16) {
     for (int64_t ob = 0; ob < o_blocks; ++ob) {
-      ProductKernelInt8<1>(w + ob * block, K, quads, U + q * 4, u_stride, shift,
-                           M + ob * kPack * m_stride + q, m_stride);
+      ProductKernelInt8<1>(w + ob * block, K, quads, U + q * 4, u_stride, shift, out,
+                           ob * kPack, q);
     }
   }
 }
@@ -367,10 +378,10 @@ void QuadFilterInt8(const int8_t* taps, int64_t blocks, int64_t K, int64_t C_in,
 
 void PackedProductInt8(const int8_t* w, int64_t o_blocks, int64_t K, int64_t C_in,
                        const uint8_t* U, int64_t u_stride, int64_t shift, int64_t cols16,
-                       int32_t* M, int64_t m_stride) {
+                       const Int8Output& out) {
 #ifdef KOKORO_EXT_HAS_X86_KERNELS
   if (HostHasVnni()) {
-    PackedProductInt8Kernels(w, o_blocks, K, C_in, U, u_stride, shift, cols16, M, m_stride);
+    PackedProductInt8Kernels(w, o_blocks, K, C_in, U, u_stride, shift, cols16, out);
     return;
   }
 #endif

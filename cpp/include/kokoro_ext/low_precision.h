@@ -97,13 +97,29 @@ void QuadFilterInt8(const int8_t* taps, int64_t blocks, int64_t K, int64_t C_in,
                     int32_t* sums);
 
 /*!
+ * \brief Where PackedProductInt8 puts its exact int32 sums M[o][q]: y[o][q] = (M[o][q] -
+ *  zero[o]) scale[o] + bias[o] for o < rows, q < width (float32 rows of y_stride), written
+ *  from the registers that hold the sums, so that they never go through memory as int32.
+ */
+struct Int8Output {
+  float* y;
+  int64_t y_stride;
+  int64_t rows;
+  int64_t width;
+  const int32_t* zero;
+  const float* scale;
+  const float* bias;
+};
+
+/*!
  * \brief M[o][q] = sum_k sum_c w[o][k][c] U[c][k shift + q] for o < o_blocks kPack,
- *  q < cols16 (a multiple of 16), exact in int32: w as QuadFilterInt8 makes it, U as
- *  QuantizeColumnsInt8 makes it (u_stride columns per quad of rows).
+ *  q < cols16 (a multiple of 16), exact in int32, then written as ``out`` says: w as
+ *  QuadFilterInt8 makes it, U as QuantizeColumnsInt8 makes it (u_stride columns per quad
+ *  of rows).
  */
 void PackedProductInt8(const int8_t* w, int64_t o_blocks, int64_t K, int64_t C_in,
                        const uint8_t* U, int64_t u_stride, int64_t shift, int64_t cols16,
-                       int32_t* M, int64_t m_stride);
+                       const Int8Output& out);
 
 }  // namespace kokoro_ext
 
