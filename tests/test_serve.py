@@ -507,9 +507,9 @@ def _pcm(synth, text: str) -> bytes:
 
 def test_a_stalled_reader_holds_max_buffered_chunks_while_others_are_served(synth, voices):
     text = " ".join(LONG.split(". ")[:3])  # a dozen chunks: far more than the buffers hold
-    # send_timeout 30 s: longer than the stall here; and no first chunk is cut short
-    # however slow the machine, so that every response is the plain stream's
-    app = create_app(options(voices, first_chunk_wait=60.0), synth)
+    # send_timeout 30 s: longer than the stall here; and no first chunk is cut short, so
+    # that every response is the plain stream's
+    app = create_app(options(voices, first_chunk_phonemes=100), synth)
     with running(app, send_buffer=8192) as (url, app):
         scheduler = app.state.scheduler
         stalled = _open_stalled(int(url.rsplit(":", 1)[1]), text)
@@ -623,47 +623,26 @@ def test_first_chunks_go_shortest_text_first_until_one_has_waited_the_aging(agin
     assert order[1:4] == first_chunks, order
 
 
-def test_a_first_chunk_is_cut_shorter_the_more_requests_wait_and_the_longer_it_waited():
-    o = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=16, first_chunk_wait=0.75)
-    assert [chunk_phonemes(0, k, 0.0, o) for k in (1, 2, 3, 4, 6, 8, 30)] == [100, 50, 33, 25, 16, 16, 16]
-    assert chunk_phonemes(0, 1, 0.74, o) == 100 and chunk_phonemes(0, 1, 0.75, o) == 16
-    assert chunk_phonemes(0, 2, 2.0, o) == 16
-    # later chunks: the full limit, however many wait and however long
-    assert {chunk_phonemes(i, k, w, o) for i in (1, 5) for k in (1, 8) for w in (0, 5)} == {100}
-    never = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=100)
-    assert chunk_phonemes(0, 8, 5.0, never) == 100
+def test_a_first_chunk_holds_first_chunk_phonemes_and_the_others_chunk_phonemes():
+    o = ServerOptions(chunk_phonemes=100, first_chunk_phonemes=16)
+    assert [chunk_phonemes(i, o) for i in (0, 1, 2, 9)] == [16, 100, 100, 100]
+    # never above chunk_phonemes: equal turns the cut off
+    assert chunk_phonemes(0, ServerOptions(chunk_phonemes=10, first_chunk_phonemes=16)) == 10
 
 
-def test_a_generator_sees_how_many_requests_wait_for_their_first_audio():
-    seen: dict[str, list[int]] = {}
-    entered, gate = threading.Event(), threading.Event()
-
-    def chunks(name: str, scheduler: Scheduler, n: int):
-        for i in range(n):
-            if name == "a" and i == 1:  # hold the worker in a's second chunk
-                entered.set()
-                gate.wait(30)
-            seen.setdefault(name, []).append(scheduler.starting())  # as a chunk limit asks
-            yield i
-
-    async def main():
-        scheduler = Scheduler(max_active=2, max_queue=4)
-        try:
-            a = scheduler.submit(chunks("a", scheduler, 2))
-            assert await a.get(scheduler) == 0
-            await asyncio.to_thread(entered.wait, 30)
-            others = [scheduler.submit(chunks(name, scheduler, 2)) for name in "bcd"]
-            assert scheduler.starting() == 3  # b active, c and d queued; a has audio
-            gate.set()
-            await asyncio.gather(_read_all(a, scheduler), *(_read_all(j, scheduler) for j in others))
-            assert scheduler.starting() == 0
-        finally:
-            scheduler.close()
-
-    asyncio.run(main())
-    # each first chunk counted itself and those behind it, active or queued
-    assert seen["a"] == [1, 3]
-    assert [seen[name][0] for name in "bcd"] == [3, 2, 1]
+def test_the_server_cuts_a_first_sentence_at_first_chunk_phonemes(synth, voices):
+    text = "This is the first sentence, and it goes on for a while longer."
+    first = min(5, synth.chunk_limit - 1)
+    app = create_app(options(voices, first_chunk_phonemes=first), synth)
+    with running(app) as (url, app):
+        response = post(url, speech(input=text, response_format="pcm"), key=None)
+    assert response.status_code == 200
+    chunks = list(synth.stream(text, chunk_limit=lambda i: first if i == 0 else 100))
+    plain = list(synth.stream(text))
+    assert len(chunks[0].phonemes) < len(plain[0].phonemes) and len(chunks[0].text) < 20
+    encoder = audio.encoder("pcm")
+    assert response.content == b"".join(encoder.feed(c.joined()) for c in chunks) + encoder.finish()
+    assert response.content != _pcm(synth, text)
 
 
 def test_the_server_cuts_chunks_at_chunk_phonemes(synth, voices):

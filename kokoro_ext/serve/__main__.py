@@ -35,12 +35,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
                    help="most phonemes in one chunk: bounds how long a new request waits for "
                    "the chunk in progress (default: %(default)s)")
     p.add_argument("--first-chunk-phonemes", type=int, default=d.first_chunk_phonemes,
-                   help="while k requests wait for their first audio, a first chunk holds at "
-                   "most max(this, chunk-phonemes / k) phonemes; set it to --chunk-phonemes "
-                   "to never cut a first chunk shorter (default: %(default)s)")
-    p.add_argument("--first-chunk-wait", type=float, default=d.first_chunk_wait,
-                   help="seconds after which a request still without audio gets a first chunk "
-                   "of --first-chunk-phonemes (default: %(default)s)")
+                   help="most phonemes in a request's first chunk, for early first audio; "
+                   "set it to --chunk-phonemes to never cut a first sentence "
+                   "(default: %(default)s)")
     p.add_argument("--workers", type=int, default=1,
                    help="uvicorn worker processes, each a replica with its own memory "
                    "(default: %(default)s)")
@@ -52,7 +49,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
         max_active=a.max_active, max_queue=a.max_queue, max_input_chars=a.max_input_chars,
         max_body_bytes=a.max_body_bytes, send_timeout=a.send_timeout,
         chunk_phonemes=a.chunk_phonemes, first_chunk_phonemes=a.first_chunk_phonemes,
-        first_chunk_wait=a.first_chunk_wait,
         warmup=a.warmup,
     ), a.workers
 

@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import os
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -84,34 +83,27 @@ class ServerOptions:
     # how long a new request waits for the chunk in progress (~100 phonemes: ~0.9 s of
     # work on two Zen 5 cores, ~6 s of speech).  The build's limit (510) at most.
     chunk_phonemes: int = 100
-    # While k requests wait for their first audio, a first chunk holds at most
-    # max(first_chunk_phonemes, chunk_phonemes // k) phonemes, and first_chunk_phonemes
-    # once its request has waited first_chunk_wait seconds (= chunk_phonemes: never cut).
+    # A request's first chunk holds at most first_chunk_phonemes (cut at a clause, else a
+    # word; the rest of its sentence follows at chunk_phonemes): its first audio waits for
+    # the whole chunk, and a screen reader or an assistant for its first audio.  Equal to
+    # chunk_phonemes: never cut.
     first_chunk_phonemes: int = 16
-    first_chunk_wait: float = 0.75
     warmup: bool = True  # synthesize a word at startup, so the first request is not slower
 
 
-def chunk_phonemes(index: int, starting: int, waited: float, options: ServerOptions) -> int:
-    """The most phonemes chunk ``index`` of a request may hold, when ``starting`` requests
-    (this one included) wait for their first audio and this one has waited ``waited`` s.
+def chunk_phonemes(index: int, options: ServerOptions) -> int:
+    """The most phonemes chunk ``index`` of a request may hold.
 
-    A request's first audio waits for the first chunks ahead of it (first chunks go first,
-    shortest text first: kokoro_ext.serve.scheduler) and for its own, and a chunk's work grows with its phonemes.  So with k
-    requests waiting, a first chunk is cut to 1/k of ``chunk_phonemes`` (it delays the
-    k - 1 behind it), and to ``first_chunk_phonemes`` once its own request has waited
-    ``first_chunk_wait`` seconds; never below ``first_chunk_phonemes``, since a chunk also
-    costs a fixed part (its lead-in and final silence).  Chunks after the first, and a
-    first chunk that nobody waits behind and that has not waited, take
-    ``chunk_phonemes``.  Cuts prefer clause punctuation
-    (kokoro_ext.text.chunking.pack_evenly).
+    A request's first audio waits for the chunk in progress, the first chunks ahead of it
+    (first chunks go first, shortest text first: kokoro_ext.serve.scheduler) and its own,
+    whose work grows with its phonemes; so a first chunk holds at most
+    ``first_chunk_phonemes``, the others ``chunk_phonemes``.  Below about 16 phonemes a cut
+    gains little, since a chunk also costs a fixed part (its lead-in and final silence).
+    Cuts prefer clause punctuation (kokoro_ext.text.chunking.pack_evenly).
     """
-    least = min(options.first_chunk_phonemes, options.chunk_phonemes)
-    if index > 0:
-        return options.chunk_phonemes
-    if waited >= options.first_chunk_wait:
-        return least
-    return max(least, options.chunk_phonemes // max(1, starting))
+    if index == 0:
+        return min(options.first_chunk_phonemes, options.chunk_phonemes)
+    return options.chunk_phonemes
 
 
 class HTTPError(Exception):
@@ -489,8 +481,6 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     """
     if options.chunk_phonemes < 1 or options.first_chunk_phonemes < 1:
         raise ValueError("chunk_phonemes and first_chunk_phonemes must be at least 1")
-    if not options.first_chunk_wait >= 0:
-        raise ValueError("first_chunk_wait must be a number of seconds >= 0")
     # default: the fetched voices (kokoro_ext.run.cache.voices_dir())
     voices = VoiceDirectory(options.voices, aliases=OPENAI_VOICES)
     api_key = options.api_key or os.environ.get(API_KEY_ENV) or None
@@ -509,13 +499,10 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
                 spec = wanted.speech
             else:
                 wanted, spec = None, parse_speech(body, voices, options)
-            arrived = time.monotonic()
             # the Synthesizer checks the speed and the text here, before any chunk
             chunks = state.synthesizer.stream(
                 spec.input, voices.voice(spec.voice), spec.speed,
-                chunk_limit=lambda index: chunk_phonemes(
-                    index, state.scheduler.starting(), time.monotonic() - arrived, options
-                ),
+                chunk_limit=lambda index: chunk_phonemes(index, options),
                 # only when asked: a synthesizer without the option still serves the rest
                 **({} if spec.markdown else {"markdown": False}),
             )

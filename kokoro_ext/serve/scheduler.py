@@ -15,9 +15,7 @@ server gives it one thread and decides which request's chunk comes next:
    (a slow reader holds no more than that in memory) until it takes one.
 
 How much work one turn is, is up to the generators: the server's (kokoro_ext.serve.app)
-bound each chunk's phonemes, and make a first chunk smaller the more requests are
-``starting`` (waiting for their first audio: each waits for the first chunks ahead of it)
-and the longer its own request has waited.
+bound each chunk's phonemes, a first chunk's more tightly.
 
 Admission is bounded: at most ``max_active`` requests take turns, ``max_queue`` more wait
 (first come, first served) and beyond that ``submit`` raises ``QueueFull``.  A cancelled
@@ -161,13 +159,6 @@ class Scheduler:
                 cancelled=self._cancelled,
                 failed=self._failed,
                 buffered=sum(job.produced - job.taken for job in self._active),
-            )
-
-    def starting(self) -> int:
-        """Requests that have no audio yet: active ones without a chunk, and waiting ones."""
-        with self._cond:
-            return len(self._waiting) + sum(
-                1 for job in self._active if job.produced == 0 and not job.cancelled
             )
 
     def close(self, timeout: float = 10.0) -> None:
