@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <numeric>
 #include <vector>
 
 namespace kokoro_ext {
@@ -67,13 +68,20 @@ void ParallelFor(int64_t n, F&& body, bool parallel = true) {
 }
 
 /*!
- * \brief Blocks to split C_out into when there are too few column items to fill the cores
- *  (short sequences through wide layers).
+ * \brief Blocks to split C_out into: enough for two work items per thread where there are
+ *  too few column items (short sequences through wide layers), and, where there are few
+ *  items, whole rounds of them: the items are of one size, and a last round of fewer items
+ *  than threads leaves the others idle (five tiles on two threads: a sixth of the time).
  */
 inline int64_t OutputBlocks(int64_t column_items, int64_t C_out) {
-  const int64_t want = 2 * MaxThreads();
-  if (column_items >= want) return 1;
-  return std::max<int64_t>(1, std::min((want + column_items - 1) / column_items, C_out / 16));
+  const int64_t threads = MaxThreads(), most = std::max<int64_t>(1, C_out / 16);
+  int64_t blocks = 1;
+  if (column_items < 2 * threads) blocks = (2 * threads + column_items - 1) / column_items;
+  if (column_items * blocks % threads != 0 && column_items * blocks < 8 * threads) {
+    const int64_t round = threads / std::gcd(column_items, threads);
+    blocks = (blocks + round - 1) / round * round;
+  }
+  return std::min(blocks, most);
 }
 
 /*!
