@@ -126,11 +126,12 @@ void Conv1dStride1(const float* px, const float* pw, const float* pb, float* po,
 void Conv1dIm2col(const float* px, const float* pw, const float* pb, float* po, int64_t B,
                   int64_t C_in, int64_t T_in, int64_t C_out, int64_t K, int64_t stride,
                   int64_t pad, int64_t dilation, int64_t T_out) {
-  const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile, rows = C_in * K;
+  const int64_t tile_width = RoundsOfColumns(T_out, kColumnTile, kColumnMultiple);
+  const int64_t tiles = (T_out + tile_width - 1) / tile_width, rows = C_in * K;
   ParallelFor(B * tiles, [&](int64_t item) {
-    float* col = Workspace<0>(rows * kColumnTile);
+    float* col = Workspace<0>(rows * tile_width);
     const int64_t b = item / tiles, tile = item % tiles;
-    const int64_t t0 = tile * kColumnTile, width = std::min(kColumnTile, T_out - t0);
+    const int64_t t0 = tile * tile_width, width = std::min(tile_width, T_out - t0);
     const float* xb = px + b * C_in * T_in;
     // im2col: row (c, k), column j reads x[c, (t0 + j) * stride - pad + k * dilation].
     for (int64_t c = 0; c < C_in; ++c) {
@@ -464,9 +465,10 @@ void SmallRowsProduct(const float* px, const ColumnWeight& w, const float* pb, f
 void AddmmOn(const float* px, const ColumnWeight& w, const float* pb, float* po, int64_t M,
              int64_t K, int64_t N) {
   if (M > kSmallRows) {
-    const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
+    const int64_t tile_width = RoundsOfColumns(N, kColumnTile, kColumnMultiple);
+    const int64_t tiles = (N + tile_width - 1) / tile_width;
     ParallelFor(tiles, [&](int64_t tile) {
-      const int64_t n0 = tile * kColumnTile, width = std::min(kColumnTile, N - n0);
+      const int64_t n0 = tile * tile_width, width = std::min(tile_width, N - n0);
       for (int64_t m = 0; m < M; ++m) std::memcpy(po + m * N + n0, pb + n0, width * sizeof(float));
       int64_t stride = 0;
       const float* columns = w.Columns(K, N, n0, width, &stride);
