@@ -54,7 +54,7 @@ FROM_OTHER_WHEELS = ("libtvm_ffi.so", "libscipy_openblas.so")
 LICENSES = "licenses/tvm"
 
 
-def _run(command: Sequence[str | Path], **kwargs) -> None:
+def run_command(command: Sequence[str | Path], **kwargs) -> None:
     """``command``, its output kept for the error it raises if it fails."""
     result = subprocess.run([str(c) for c in command], capture_output=True, text=True, **kwargs)
     if result.returncode != 0:
@@ -99,11 +99,11 @@ def cmake_kernels(
     ``variant`` names it as a runtime wheel's (libkokoro_ext_kernels.<variant>.so)."""
     toolchain = [] if arch == architecture(platform.machine()) else [f"--toolchain={TOOLCHAINS[arch]}"]
     with tempfile.TemporaryDirectory(prefix="kokoro-ext-kernels-") as build:
-        _run(["cmake", "-S", REPO_ROOT, "-B", build, *toolchain,
+        run_command(["cmake", "-S", REPO_ROOT, "-B", build, *toolchain,
               f"-DPython_EXECUTABLE={sys.executable}", f"-DKOKORO_EXT_TARGET_SITE={site}",
               f"-DKOKORO_EXT_LIBRARY_DIR={out}", f"-DKOKORO_EXT_MARCH={march}",
               f"-DKOKORO_EXT_VARIANT={variant or ''}", "-DCMAKE_BUILD_TYPE=Release"])  # fmt: skip
-        _run(["cmake", "--build", build, f"-j{jobs}"])
+        run_command(["cmake", "--build", build, f"-j{jobs}"])
     return out / (native.Variant(variant, march).file_name if variant else native.LIBRARY_NAME)
 
 
@@ -115,7 +115,7 @@ def build_kernels(arch: str, out: Path, jobs: int = 2) -> list[Path]:
     for variant in native.VARIANTS[arch]:
         library = cmake_kernels(out, site, variant.march, arch, variant.name, jobs)
         # CMake adds the build site's folders to the search path: not on another machine
-        _run([_tool("patchelf"), "--set-rpath", RPATH, library])
+        run_command([_tool("patchelf"), "--set-rpath", RPATH, library])
         libraries.append(library)
     return libraries
 
@@ -127,7 +127,7 @@ def copy_runtime(arch: str, out: Path) -> Path:
     runtime = out / native.RUNTIME_NAME
     shutil.copy2(package / "lib" / native.RUNTIME_NAME, runtime)
     # its own search path is $ORIGIN: tvm-ffi's library is in tvm-ffi's wheel
-    _run([_tool("patchelf"), "--set-rpath", RPATH, runtime])
+    run_command([_tool("patchelf"), "--set-rpath", RPATH, runtime])
     version = read_pin("TVM_WHEEL_VERSION")
     (out / native.RUNTIME_RECORD).write_text(json.dumps({"version": version}) + "\n")
     licenses = out / LICENSES
@@ -144,14 +144,14 @@ def package(lib: Path, out: Path) -> Path:
     its manylinux tag by auditwheel, in ``out``; its path."""
     plain, repaired = lib.parent / "plain", lib.parent / "repaired"
     env = {**os.environ, "KOKORO_EXT_PREBUILT": str(lib)}
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+    run_command([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
           "--disable-pip-version-check", "--quiet", "-w", plain, REPO_ROOT], env=env)  # fmt: skip
     (wheel,) = plain.glob("*.whl")
     # auditwheel runs patchelf from PATH
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(_tool("patchelf")).parent),
                                                   os.environ.get("PATH", "")])}  # fmt: skip
     excludes = [f"--exclude={name}" for name in FROM_OTHER_WHEELS]
-    _run([sys.executable, "-m", "auditwheel", "repair", *excludes, "-w", repaired, wheel], env=env)
+    run_command([sys.executable, "-m", "auditwheel", "repair", *excludes, "-w", repaired, wheel], env=env)
     (wheel,) = repaired.glob("*.whl")
     out.mkdir(parents=True, exist_ok=True)
     return Path(shutil.move(wheel, out / wheel.name))
