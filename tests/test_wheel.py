@@ -2,7 +2,7 @@
 
 The choice among a wheel's kernel libraries (kokoro_ext.run.native.select) is tested on
 simulated hosts: the best variant a CPU runs, $KOKORO_EXT_ISA forcing a lower one, and
-refusing one above the host.  Then the x86-64 wheel is built (about a minute: its three
+refusing one above the host; a language whose G2P extra is missing names it.  Then the x86-64 wheel is built (about a minute: its three
 kernel libraries are the session's ``x86_kernels``), its contents and metadata checked,
 and it is installed (``pip install --no-deps --target``) and speaks a build for any AVX2
 CPU with each variant, with the TVM runtime library it carries: the AVX2 and baseline
@@ -27,6 +27,8 @@ import pytest
 
 from kokoro_ext.run import native
 from kokoro_ext.run.cpu import HostCPU
+from kokoro_ext.text import frontend
+from kokoro_ext.text.languages import LANGUAGES, language
 from kokoro_ext.tools import wheel
 from small_build import build_small
 
@@ -129,6 +131,15 @@ def test_the_tvm_runtime_is_apache_tvms_where_installed_else_the_wheels(tmp_path
     assert native.runtime_library() == native.RuntimeLibrary(
         tmp_path / native.RUNTIME_NAME, "0.27.0.post1"
     )
+
+
+@pytest.mark.parametrize("code, module, extra", [("j", "misaki.cutlet", "ja"), ("z", "jieba", "zh")])
+def test_a_language_whose_g2p_is_not_installed_names_its_extra(monkeypatch, code, module, extra):
+    monkeypatch.setitem(sys.modules, module, None)  # as in an English-only install
+    with pytest.raises(ValueError, match=rf"pip install 'kokoro-tvm-ext\[{extra}\]'"):
+        frontend._load_g2p(language(code))
+    kinds = {lang.g2p for lang in LANGUAGES.values()} - {"misaki-en"}
+    assert kinds == set(frontend.EXTRAS)
 
 
 # --- the x86-64 wheel, built --------------------------------------------------------------
