@@ -279,7 +279,7 @@ def runtime_library() -> RuntimeLibrary:
         raise ValueError(
             "the TVM runtime library was found neither in the apache-tvm wheel "
             f"(tvm/lib/{RUNTIME_NAME}) nor with its version record in {LIBRARY_DIR}: install "
-            "apache-tvm (README.md, Deploy)"
+            "the runtime wheel, or apache-tvm (README.md, Deploy)"
         ) from None
     return RuntimeLibrary(path, version)
 
