@@ -25,7 +25,7 @@ pip_install() { python -m pip install --quiet --disable-pip-version-check "$@"; 
 echo "== torch, TVM $tvm_wheel"
 pip_install "${TORCH_SPEC:-torch==2.13.0}" "apache-tvm==$tvm_wheel" "apache-tvm-ffi==$tvm_ffi" \
   "scipy-openblas32>=0.3.27" \
-  "setuptools>=64" wheel
+  "setuptools>=70.1" wheel
 echo "== tvm_patches -> installed wheel"
 ./upstream/apply.sh
 echo "== kokoro-tvm-ext (native library via CMake)"

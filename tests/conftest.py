@@ -1,6 +1,10 @@
-"""Shared fixtures: scratch copies of the TVM wheel (see tvm_trees.py), the small build."""
+"""Shared fixtures: scratch copies of the TVM wheel (see tvm_trees.py), the small build,
+the runtime wheel's x86-64 kernel libraries."""
 
 from __future__ import annotations
+
+import platform
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +36,20 @@ def build_dir(tmp_path_factory):
     log: list[str] = []
     out = build_small(tmp_path_factory.mktemp("build"), log=log.append)
     return out, log
+
+
+@pytest.fixture(scope="session")
+def x86_kernels(tmp_path_factory) -> Path:
+    """A folder with the runtime wheel's x86-64 kernel libraries, one per instruction set
+    (kokoro_ext.run.native.VARIANTS: x86-64-v4, -v3 and x86-64), each with its CPU record,
+    as kokoro_ext.tools.wheel builds them (about a minute on two cores)."""
+    if platform.machine() != "x86_64":
+        pytest.skip("the x86-64 variants are built on x86-64")
+    from kokoro_ext.tools import wheel
+
+    out = tmp_path_factory.mktemp("x86-kernels")
+    wheel.build_kernels("x86_64", out)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,8 @@
 """products.h has one register blocking per instruction set (8 x 48 sums on AVX-512,
 4 x 24 on AVX2), chosen when the library is compiled for its host.  The test suite's own
 library is built for the machine it runs on, so the blocking that machine does not
-take is built here too, for x86-64-v3 (AVX2, what an AMD Zen 3 takes), and must give what
-the host's library gives and what float64 gives."""
+take is built too, for x86-64-v3 (AVX2, what an AMD Zen 3 takes: the runtime wheel's AVX2
+variant), and must give what the host's library gives and what float64 gives."""
 
 from __future__ import annotations
 
@@ -27,18 +27,10 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def avx2_library(tmp_path_factory) -> Path:
-    """The kernel library compiled with -march=x86-64-v3, in a scratch directory."""
-    build = tmp_path_factory.mktemp("avx2-build")
-    out = build / "lib"
-    subprocess.run(
-        ["cmake", "-S", str(ROOT), "-B", str(build), f"-DPython_EXECUTABLE={sys.executable}",
-         "-DKOKORO_EXT_MARCH=x86-64-v3", f"-DKOKORO_EXT_LIBRARY_DIR={out}",
-         "-DCMAKE_BUILD_TYPE=Release"],
-        check=True, capture_output=True,
-    )
-    subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True)
-    library = out / native.LIBRARY_NAME
+def avx2_library(x86_kernels) -> Path:
+    """The kernel library compiled with -march=x86-64-v3: the runtime wheel's AVX2 variant."""
+    (avx2,) = [v for v in native.VARIANTS["x86_64"] if v.march == "x86-64-v3"]
+    library = x86_kernels / avx2.file_name
     try:
         native.check_runs_here(library)
     except ValueError as error:

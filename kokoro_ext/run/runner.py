@@ -5,8 +5,9 @@ build's libraries take their weights as arguments of ``main``, after the inputs,
 layout the build stored them (kokoro_ext.run.weights): loading a stage maps them and
 computes nothing.
 
-The runtime library (``libtvm_runtime.so`` of the apache-tvm wheel: the Relax VM, the
-thread pool) is used through tvm-ffi, without importing the ``tvm`` Python package.
+The runtime library (``libtvm_runtime.so``: the Relax VM, the thread pool; found and
+loaded by kokoro_ext.run.native) is used through tvm-ffi, without importing the ``tvm``
+Python package.
 That import registers ~140 Python classes whose C++ types only the compiler library has;
 with the runtime library alone each lookup fails in C++, and the first failure builds a
 backtrace, which initializes libbacktrace over every loaded library: 0.15-0.2 s and
@@ -16,8 +17,6 @@ libpython does), for nothing a stage needs.
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,41 +40,16 @@ TRANSFORM_PARAMS = "main_transform_params"
 #: requests of exactly their size, and with symbolic lengths nearly every call has sizes
 #: of its own: that pool would only grow.
 _CPU, _NAIVE_ALLOCATOR = 1, 1
-_runtime_loaded = False
-
-
-def load_runtime() -> None:
-    """Load the apache-tvm wheel's ``libtvm_runtime.so`` once (ValueError if it is missing).
-
-    Global, as TVM itself loads it, so that stage libraries and the native kernels resolve
-    its symbols; its global functions (the VM loader) register with tvm-ffi.
-    """
-    global _runtime_loaded
-    if _runtime_loaded:
-        return
-    spec = importlib.util.find_spec("tvm")  # finds the package without importing it
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    paths = [Path(p) / "lib" / "libtvm_runtime.so" for p in locations]
-    path = next((p for p in paths if p.is_file()), None)
-    if path is None:
-        raise ValueError(
-            "the TVM runtime library (tvm/lib/libtvm_runtime.so of the apache-tvm wheel) "
-            "was not found: install apache-tvm (README.md, Deploy)"
-        )
-    ctypes.CDLL(str(path), ctypes.RTLD_GLOBAL)
-    _runtime_loaded = True
-
-
 def load_library(path: str | Path) -> tvm_ffi.Module:
     """A compiled stage library (a shared object: the runtime's loader, no compiler)."""
-    load_runtime()
+    native.load_runtime()
     return tvm_ffi.load_module(str(path))
 
 
 def load_vm(library: Any) -> tvm_ffi.Module:
     """A Relax VM (naive allocator, this CPU) over ``library``: a loaded stage library, or
     a ``tvm.runtime.Executable`` fresh from ``tvm.compile`` (tests, comparisons)."""
-    load_runtime()
+    native.load_runtime()
     configure_thread_pool()  # before TVM creates its pool: one thread per core
     native.load()  # the native kernels must be registered before the VM resolves them
     if hasattr(library, "jit"):  # an Executable: its module (no import of tvm here)

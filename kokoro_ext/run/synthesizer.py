@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 import threading
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_ext.run import artifacts, contract, cpu
+from kokoro_ext.run import artifacts, contract, cpu, native
 from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
@@ -113,7 +112,7 @@ class Synthesizer:
         self.lang = None if lang is None else resolve_language(lang).code
         self.directory = Path(artifacts_dir)
         self.manifest = artifacts.read_manifest(self.directory)
-        installed = importlib.metadata.version("apache-tvm")
+        installed = native.runtime_library().version
         if self.manifest.tvm != installed:
             raise ValueError(
                 f"{self.directory} was built with TVM {self.manifest.tvm}, this is TVM "

@@ -241,6 +241,10 @@ def _misaki_text(segments: tuple[Segment, ...]) -> str:
     return re.sub(r"[ \t]{2,}", " ", out).strip()
 
 
+#: The package extra (setup.py) that brings each G2P; English's comes with the run side.
+EXTRAS: dict[str, str] = {"espeak": "espeak", "misaki-ja": "ja", "misaki-zh": "zh"}
+
+
 def _load_g2p(lang: Language) -> Callable[[str], str]:
     """The phonemizer kokoro's KPipeline uses for ``lang`` (not English), offline."""
     try:
@@ -267,8 +271,8 @@ def _load_g2p(lang: Language) -> Callable[[str], str]:
             raise ValueError(f"no G2P for {lang.name}")
     except ImportError as err:
         raise ValueError(
-            f"{lang.name} needs {err.name!r}, which is not installed: run ./bootstrap.sh "
-            "(it installs the G2P of every Kokoro language)"
+            f"{lang.name} needs {err.name!r}, which is not installed: pip install "
+            f"'kokoro-tvm-ext[{EXTRAS[lang.g2p]}]' (./bootstrap.sh installs every language's)"
         ) from None
     except RuntimeError as err:  # phonemizer: espeak-ng library or voice missing
         raise ValueError(f"cannot start espeak-ng for {lang.name}: {err}") from None

@@ -37,10 +37,11 @@ from pathlib import Path
 
 from kokoro_ext.build.environment import REPO_ROOT, read_pin
 from kokoro_ext.run.cache import cache_dir
+from kokoro_ext.tools.wheel import TOOLCHAINS, cmake_kernels, run_command
 
 QEMU = "qemu-aarch64-static"
 CROSS_CXX = "aarch64-linux-gnu-g++"
-TOOLCHAIN = REPO_ROOT / "cpp" / "cmake" / "aarch64-linux-gnu.cmake"
+TOOLCHAIN = TOOLCHAINS["aarch64"]
 #: The tools and the Debian packages that bring them.
 TOOLS = {
     QEMU: "qemu-user-static",
@@ -85,16 +86,6 @@ def guest_requirements() -> list[str]:
     return [f"apache-tvm=={tvm}", f"apache-tvm-ffi=={ffi}"] + [f"{n}=={v}" for n, v in mine.items()]
 
 
-def _run(command: Sequence[str | Path], **kwargs) -> None:
-    """``command``, its output kept for the error it raises if it fails."""
-    result = subprocess.run([str(c) for c in command], capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"{' '.join(map(str, command))} failed ({result.returncode}):\n"
-            f"{result.stdout[-3000:]}{result.stderr[-3000:]}"
-        )
-
-
 def _stamped(directory: Path, stamp: str) -> bool:
     return (directory / ".stamp").is_file() and (directory / ".stamp").read_text() == stamp
 
@@ -122,7 +113,7 @@ def ensure_site() -> Path:
 
     def fill(target: Path) -> None:
         platforms = [f"--platform={p}" for p in PLATFORMS]
-        _run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        run_command([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
               "--target", target, *platforms, "--only-binary=:all:", "--python-version=3.11",
               "--implementation=cp", *requirements])  # fmt: skip
 
@@ -163,10 +154,10 @@ def ensure_sysroot() -> Path:
         shutil.rmtree(debs, ignore_errors=True)
         debs.mkdir(parents=True)
         options = _apt(state)
-        _run(["apt-get", *options, "update"])
-        _run(["apt-get", *options, "download", *GUEST_PACKAGES], cwd=debs)
+        run_command(["apt-get", *options, "update"])
+        run_command(["apt-get", *options, "download", *GUEST_PACKAGES], cwd=debs)
         for deb in sorted(debs.glob("*.deb")):
-            _run(["dpkg", "-x", deb, target])
+            run_command(["dpkg", "-x", deb, target])
         shutil.rmtree(debs)
 
     return _install(root() / "sysroot", "\n".join((DEBIAN_SUITE, *GUEST_PACKAGES)), fill)
@@ -188,12 +179,7 @@ def ensure_native_library(site: Path, march: str = "armv8-a", jobs: int = 2) -> 
         raise RuntimeError(f"{REPO_ROOT} is not a source checkout: the kernels' sources are needed")
 
     def fill(target: Path) -> None:
-        with tempfile.TemporaryDirectory(prefix="kokoro-ext-aarch64-build-") as build:
-            _run(["cmake", "-S", REPO_ROOT, "-B", build, f"--toolchain={TOOLCHAIN}",
-                  f"-DPython_EXECUTABLE={sys.executable}", f"-DKOKORO_EXT_TARGET_SITE={site}",
-                  f"-DKOKORO_EXT_LIBRARY_DIR={target}", f"-DKOKORO_EXT_MARCH={march}",
-                  "-DCMAKE_BUILD_TYPE=Release"])  # fmt: skip
-            _run(["cmake", "--build", build, f"-j{jobs}"])
+        cmake_kernels(target, site, march, "aarch64", jobs=jobs)
 
     stamp = _source_hash(march)
     return _install(root() / f"lib-{stamp}", stamp, fill) / "libkokoro_ext_kernels.so"
