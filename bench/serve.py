@@ -116,7 +116,7 @@ def peak_rss_mb(pid: int) -> float | None:
 def server_command(engine: str, args: argparse.Namespace, port: int) -> tuple[list[str], dict]:
     env = dict(os.environ)
     if engine == "tvm":
-        return [str(args.python), "-m", "kokoro_ext.serve", "--artifacts", str(args.artifacts),
+        return [str(args.python), "-m", "kokoro_ext.serve", "--artifacts", str(args.artifacts.resolve()),
                 "--port", str(port), "--max-queue", "64"], env
     if engine == "fastkokoro":
         sys.path.insert(0, str(ROOT))
@@ -211,7 +211,9 @@ def start_server(engine: str, args: argparse.Namespace, log: Path) -> tuple[subp
     port = free_port()
     command, env = server_command(engine, args, port)
     out = log.open("w")
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+    # not from the repository: `-m kokoro_ext.serve` would import its sources, not the
+    # package installed in --python's environment
+    proc = subprocess.Popen(command, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + args.startup_timeout
