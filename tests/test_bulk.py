@@ -249,3 +249,16 @@ def test_pieces_cut_at_sentence_ends_with_their_pauses():
     assert [p.last for p in cut] == [False, False, False, True]
     ssml = "<speak>One. <break time='1s'/> Two.</speak>"
     assert len(pieces(Record(0, "x", ssml), piece_chars=5)) == 1
+
+
+def test_threads_per_actor_fit_the_largest_node():
+    from kokoro_ext.bulk.run import DEFAULT_THREADS, Split, split_cores
+
+    opts = lambda **kw: BulkOptions(Path("in.jsonl"), Path("out"), **kw)  # noqa: E731
+    assert split_cores(opts(), [2]) == Split(1, DEFAULT_THREADS)
+    assert split_cores(opts(), [8, 4]) == Split(6, 2)
+    # one-CPU nodes: one thread per actor, an actor per node (two threads would never start)
+    assert split_cores(opts(), [1, 1]) == Split(2, 1)
+    assert split_cores(opts(threads=1, actors=3), [2]) == Split(3, 1)
+    with pytest.raises(ValueError, match="--threads 4: no node .* largest has 2"):
+        split_cores(opts(threads=4), [2, 2])

@@ -34,7 +34,8 @@ def parse_args(argv: list[str] | None = None) -> BulkOptions:
     parser.add_argument("--address", help="a Ray cluster, as ray.init takes it (auto: the one "
                         "this machine is part of); default: start Ray on this machine")
     parser.add_argument("--actors", type=int, help="default: the cluster's CPUs / --threads")
-    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="per actor")
+    parser.add_argument("--threads", type=int,
+                        help=f"per actor (default: {DEFAULT_THREADS}, or the largest node's CPUs if fewer)")
     parser.add_argument("--piece-chars", type=int, default=PIECE_CHARS,
                         help="a long record is cut at sentence ends into pieces of this size")
     parser.add_argument("--no-progress", dest="progress", action="store_false")

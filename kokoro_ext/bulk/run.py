@@ -10,9 +10,10 @@ record is written once however often Ray retries a piece (a killed actor is rest
 and its batch run again: Ray Data's actor pools retry without limit).
 
 Cores: ``threads`` per actor (TVM's thread pool) and as many actors as the cluster's CPUs
-hold.  On the 2-core machine of bench/results/bulk.txt one actor of two threads and two
-actors of one thread took the same time (151.4 s and 152.3 s for the same 361 s of
-audio); the single actor needs 670 MB less, so two threads per actor is the default.
+hold.  On the 2-core machine of bench/results/bulk.txt one actor of two threads took 62 s
+where two actors of one thread took 90 s for the same 361 s of audio, and needs 500 MB
+less, so two threads per actor is the default, fewer where no node has two CPUs (an
+actor asking for more CPUs than any node has would never start).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class BulkOptions:
     language: str | None = None  # None: the voice's language
     address: str | None = None  # a Ray cluster; None: one started on this machine
     actors: int | None = None  # None: the cluster's CPUs // threads
-    threads: int = DEFAULT_THREADS
+    threads: int | None = None  # None: DEFAULT_THREADS, or the largest node's CPUs if fewer
     piece_chars: int = PIECE_CHARS
     progress: bool = True
 
@@ -92,7 +93,9 @@ def run(options: BulkOptions, log=print) -> Summary:
     """Synthesize every record of ``options.input`` not already done; the summary."""
     if options.format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {options.format!r}")
-    if options.threads < 1 or (options.actors is not None and options.actors < 1):
+    if (options.threads is not None and options.threads < 1) or (
+        options.actors is not None and options.actors < 1
+    ):
         raise ValueError("actors and threads must be at least 1")
     start = time.monotonic()
     out_dir = options.out_dir
@@ -113,17 +116,40 @@ def run(options: BulkOptions, log=print) -> Summary:
         else:
             todo.append(record)
     tally.characters = sum(len(r.text) for r in todo)
-    actors = options.actors or 1
+    split = Split(options.actors or 1, options.threads or DEFAULT_THREADS)
     progress = Progress(tally, enabled=options.progress)
     try:
         if todo:
             _check_build(options)
-            actors = _synthesize(options, todo, rows, tally, progress)
+            split = _synthesize(options, todo, rows, tally, progress)
     finally:
         results = write_results(out_dir, list(rows.values()))
         progress.close()
     failures = tuple(sorted((r for r in rows.values() if r.status == FAILED), key=lambda r: r.index))
-    return Summary(tally, time.monotonic() - start, actors, options.threads, results, failures)
+    return Summary(tally, time.monotonic() - start, split.actors, split.threads, results, failures)
+
+
+@dataclass(frozen=True)
+class Split:
+    """The actors of a run and the threads of each."""
+
+    actors: int
+    threads: int
+
+
+def split_cores(options: BulkOptions, node_cpus: list[int]) -> Split:
+    """Actors x threads for a cluster whose live nodes have ``node_cpus`` CPUs each.
+
+    ValueError for ``threads`` more than any node has: Ray would wait for such an actor
+    forever."""
+    most = max(node_cpus, default=1)
+    threads = options.threads or min(DEFAULT_THREADS, most)
+    if threads > most:
+        raise ValueError(
+            f"--threads {threads}: no node of the cluster has that many CPUs (the largest has "
+            f"{most}); use --threads {most} or fewer"
+        )
+    return Split(options.actors or max(1, sum(n // threads for n in node_cpus)), threads)
 
 
 def _check_build(options: BulkOptions) -> None:
@@ -140,9 +166,9 @@ def _check_build(options: BulkOptions) -> None:
 
 
 def _synthesize(options: BulkOptions, todo: list[Record], rows: dict[int, ResultRow],
-                tally: Tally, progress: Progress) -> int:
-    """Run ``todo``'s pieces through Ray, writing each record as it completes; the number
-    of actors used."""
+                tally: Tally, progress: Progress) -> Split:
+    """Run ``todo``'s pieces through Ray, writing each record as it completes; the split
+    of the cores used."""
     import ray
 
     started = not ray.is_initialized()
@@ -156,18 +182,19 @@ def _synthesize(options: BulkOptions, todo: list[Record], rows: dict[int, Result
         context.execution_options.preserve_order = True  # records are written in order
         context.enable_progress_bars = False  # ours says records and audio hours
         logging.getLogger("ray.data").setLevel(logging.WARNING)
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        actors = options.actors or max(1, cpus // options.threads)
+        split = split_cores(
+            options, [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]]
+        )
         by_index = {record.index: record for record in todo}
         items = [asdict(piece) for record in todo for piece in pieces(record, options.piece_chars)]
         dataset = ray.data.from_items(items, override_num_blocks=min(len(items), MAX_BLOCKS))
         synthesized = dataset.map_batches(
             SynthesizePieces,
             fn_constructor_kwargs={"artifacts": str(Path(options.artifacts).resolve()),
-                                   "threads": options.threads},
+                                   "threads": split.threads},
             batch_size=1,
-            compute=ray.data.ActorPoolStrategy(size=actors),
-            num_cpus=options.threads,
+            compute=ray.data.ActorPoolStrategy(size=split.actors),
+            num_cpus=split.threads,
         )
         writers: dict[int, RecordWriter] = {}
         saved = time.monotonic()
@@ -182,7 +209,7 @@ def _synthesize(options: BulkOptions, todo: list[Record], rows: dict[int, Result
         finally:
             for writer in writers.values():  # stopped mid-record: no half-written file stays
                 writer.discard()
-        return actors
+        return split
     finally:
         if started:
             ray.shutdown()
