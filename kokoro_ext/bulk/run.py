@@ -10,8 +10,8 @@ record is written once however often Ray retries a piece (a killed actor is rest
 and its batch run again: Ray Data's actor pools retry without limit).
 
 Cores: ``threads`` per actor (TVM's thread pool) and as many actors as the cluster's CPUs
-hold.  On the 2-core machine of bench/results/bulk.txt one actor of two threads took 62 s
-where two actors of one thread took 90 s for the same 361 s of audio, and needs 500 MB
+hold.  On the 2-core machine of bench/results/bulk.txt one actor of two threads took 57 s
+where two actors of one thread took 89 s for the same 361 s of audio, and needs 500 MB
 less, so two threads per actor is the default, fewer where no node has two CPUs (an
 actor asking for more CPUs than any node has would never start).
 """
