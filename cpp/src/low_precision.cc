@@ -158,16 +158,7 @@ KOKORO_EXT_BF16_TARGET void PackedProductKernels(const uint16_t* gw, int64_t dep
     for (; q + 32 <= cols16; q += 32) visit(q, ProductKernelBf16<kRows, 2>);
     for (; q < cols16; q += 16) visit(q, ProductKernelBf16<kRows, 1>);
   };
-  // The loop order of products.h's PackedProduct: the larger operand read once.
-  if (o_blocks * depth * kPack > C_in * cols16) {
-    for (int64_t ob = 0; ob < o_blocks; ++ob) {
-      each_panel([&](int64_t q, auto kernel) { product(ob, q, kernel); });
-    }
-    return;
-  }
-  each_panel([&](int64_t q, auto kernel) {
-    for (int64_t ob = 0; ob < o_blocks; ++ob) product(ob, q, kernel);
-  });
+  LargerOperandOnce(o_blocks, depth, C_in, cols16, each_panel, product);
 }
 
 /*!

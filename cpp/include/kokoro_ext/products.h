@@ -126,6 +126,27 @@ inline void ProductKernel(const float* w, int64_t count, const float* u, int64_t
 constexpr int64_t kSumLength = 64;
 
 /*!
+ * \brief product(ob, q, kernel) for every packed block ob < o_blocks and every column panel
+ *  each_panel visits, in the order that reads the larger operand once: where the filter
+ *  is larger (short inputs through wide layers), blocks outside, each block read once and
+ *  serving every panel from cache; otherwise panels outside, a panel of U (C_in rows of a
+ *  panel's columns, plus the chunk shifts) staying in L1 while the blocks stream past it.
+ */
+template <typename EachPanel, typename Product>
+inline void LargerOperandOnce(int64_t o_blocks, int64_t depth, int64_t C_in, int64_t cols16,
+                              EachPanel&& each_panel, Product&& product) {
+  if (o_blocks * depth * kPack > C_in * cols16) {
+    for (int64_t ob = 0; ob < o_blocks; ++ob) {
+      each_panel([&](int64_t q, auto kernel) { product(ob, q, kernel); });
+    }
+    return;
+  }
+  each_panel([&](int64_t q, auto kernel) {
+    for (int64_t ob = 0; ob < o_blocks; ++ob) product(ob, q, kernel);
+  });
+}
+
+/*!
  * \brief M[o][q] = sum_chunk sum_c w[o / kPack][chunk C_in + c][o % kPack] U[c][chunk shift + q]
  *  for o < o_blocks kPack and q < cols16 (a multiple of kColumnMultiple), w packed as
  *  [o_blocks][depth = chunks C_in][kPack].  One Winograd interpolation point's products
@@ -159,19 +180,7 @@ inline void PackedProduct(const float* gw, int64_t depth, int64_t o_blocks, int6
     }
     for (; q < cols16; q += kVectorLanes) visit(q, ProductKernel<kKernelRows, 1>);
   };
-  if (o_blocks * depth * kPack > C_in * cols16) {
-    // The filter is the larger operand (short inputs through wide layers): each block is
-    // read once and serves every column panel from cache.
-    for (int64_t ob = 0; ob < o_blocks; ++ob) {
-      each_panel([&](int64_t q, auto kernel) { product(ob, q, kernel); });
-    }
-    return;
-  }
-  // Otherwise column panels outside: a panel of U (C_in rows of kWide columns, plus the
-  // chunk shifts) stays in L1 while the filter blocks stream past it.
-  each_panel([&](int64_t q, auto kernel) {
-    for (int64_t ob = 0; ob < o_blocks; ++ob) product(ob, q, kernel);
-  });
+  LargerOperandOnce(o_blocks, depth, C_in, cols16, each_panel, product);
 }
 
 }  // namespace kokoro_ext

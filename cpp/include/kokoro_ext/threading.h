@@ -67,6 +67,10 @@ void ParallelFor(int64_t n, F&& body, bool parallel = true) {
   if (job.error) std::rethrow_exception(job.error);
 }
 
+/*! \brief Work items per thread from which a last, partial round costs little (an eighth
+ *  at most) and OutputBlocks and RoundsOfColumns leave the items as they are. */
+constexpr int64_t kItemsPerThreadUnrounded = 8;
+
 /*!
  * \brief Blocks to split C_out into: enough for two work items per thread where there are
  *  too few column items (short sequences through wide layers), and, where there are few
@@ -77,7 +81,8 @@ inline int64_t OutputBlocks(int64_t column_items, int64_t C_out) {
   const int64_t threads = MaxThreads(), most = std::max<int64_t>(1, C_out / 16);
   int64_t blocks = 1;
   if (column_items < 2 * threads) blocks = (2 * threads + column_items - 1) / column_items;
-  if (column_items * blocks % threads != 0 && column_items * blocks < 8 * threads) {
+  const int64_t items = column_items * blocks;
+  if (items % threads != 0 && items < kItemsPerThreadUnrounded * threads) {
     const int64_t round = threads / std::gcd(column_items, threads);
     blocks = (blocks + round - 1) / round * round;
   }
@@ -93,7 +98,7 @@ inline int64_t OutputBlocks(int64_t column_items, int64_t C_out) {
 inline int64_t RoundsOfColumns(int64_t n, int64_t width, int64_t multiple) {
   const int64_t threads = MaxThreads();
   int64_t tiles = (n + width - 1) / width;
-  if (tiles % threads == 0 || tiles >= 8 * threads) return width;
+  if (tiles % threads == 0 || tiles >= kItemsPerThreadUnrounded * threads) return width;
   tiles = (tiles + threads - 1) / threads * threads;
   const int64_t narrower = (n + tiles - 1) / tiles;
   return std::max(multiple, (narrower + multiple - 1) / multiple * multiple);
