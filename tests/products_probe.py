@@ -5,8 +5,9 @@ naming the kernel library to load (tests/test_products_isa.py).
 After those (``FLOAT_OUTPUTS`` of them), pairs: each int8-weight kernel's output and the
 float32 kernel's on the same weights dequantized, which must be equal bit for bit
 (``PAIR_OUTPUTS``).  Last, where this CPU has the instructions, the low-precision kernels'
-outputs on the convolutions (low_precision.h, compiled for them whatever the library's
--march): conv1d_taps_q8_int8's, then conv1d_taps_q8_bf16's; none of either without."""
+outputs (low_precision.h, compiled for them whatever the library's -march):
+conv1d_taps_q8_int8's on the convolutions and addmm_q8_int8's on the addmms, then
+conv1d_taps_q8_bf16's on the convolutions; none of either without."""
 
 import sys
 
@@ -41,8 +42,9 @@ PAIR_OUTPUTS = 2 * (len(CONVS) + len(ADDMMS))
 LOW_PRECISION_KERNELS = ("kokoro_ext.conv1d_taps_q8_int8", "kokoro_ext.conv1d_taps_q8_bf16")
 
 
-def _low_precision(convs, features) -> list[np.ndarray]:
-    """Each low-precision kernel the host can run, on every convolution of ``convs``."""
+def _low_precision(convs, addmms, features) -> list[np.ndarray]:
+    """Each low-precision kernel the host can run, on every convolution of ``convs`` (and
+    the int8 addmm on every one of ``addmms``)."""
     f = tvm_ffi.get_global_func
     T = tvm_ffi.from_dlpack
     outputs = []
@@ -57,6 +59,16 @@ def _low_precision(convs, features) -> list[np.ndarray]:
             f("kokoro_ext.taps_filter_q8")(T(w), T(q), T(scale))
             y = np.empty((1, w.shape[0], x.shape[2]), np.float32)
             f(kernel)(tvm_ffi.Shape([d * (k - 1) // 2, d]), T(x), T(q), T(scale), T(b), T(y))
+            outputs.append(y)
+        if needs != "avx512vnni":
+            continue
+        for x, w, b in addmms:
+            k, n = w.shape
+            quads = np.empty(((n + 7) // 8, (k + 3) // 4, 8, 4), np.int8)
+            sums, scale = np.empty(n, np.int32), np.empty(n, np.float32)
+            f("kokoro_ext.columns_q8_quads")(T(w), T(quads), T(sums), T(scale))
+            y = np.empty((x.shape[0], n), np.float32)
+            f("kokoro_ext.addmm_q8_int8")(T(b), T(x), T(quads), T(sums), T(scale), T(y))
             outputs.append(y)
     return outputs
 
@@ -118,7 +130,7 @@ def main(out: str) -> None:
     assert len(results) == FLOAT_OUTPUTS
     from kokoro_ext.run.cpu import HostCPU
 
-    low = _low_precision(convs, HostCPU.detect().enabled)
+    low = _low_precision(convs, addmms, HostCPU.detect().enabled)
     np.savez(out, *results, *_q8_pairs(convs, addmms), *low)
 
 

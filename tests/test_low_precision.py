@@ -5,7 +5,9 @@ conv1d_taps_q8_int8 computes exactly its definition: each tile of 256 output col
 quantizes its input window with one scale, max|x| / 127, and sums the int8 products in
 int32; conv1d_taps_q8_bf16 is the float64 convolution of the input rounded to bf16.  Both
 take the float32 kernel where their channel grouping does not divide the input channels.
-A host without the instruction set gets an error naming it."""
+addmm_q8_int8 computes its definition: each row of x quantized to unsigned bytes with a
+scale and zero point of its own, the int8 products summed in int32.  A host without the instruction set gets an error naming
+it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 import tvm_ffi
 
-from kokoro_ext.build.precision import PRECISION_FEATURES, products
+from kokoro_ext.build.precision import PRECISION_FEATURES, LayerProducts, layer_products, products
 from kokoro_ext.run import cpu, kernels, native
 
 HOST = cpu.HostCPU.detect().enabled
@@ -76,6 +78,7 @@ SHAPES = [  # C_out, C_in, K, dilation, T
     (64, 64, 11, 5, 301),    # long taps, dilated: windows reach past their tile
     (1024, 96, 3, 1, 20),    # the filter larger than the input
     (40, 24, 7, 3, 257),     # output channels not a multiple of the packing
+    (32, 32, 3, 1, 4100),    # many tiles: each work item quantizes its own window
 ]
 
 
@@ -131,6 +134,72 @@ def test_a_host_without_the_instructions_gets_an_error_naming_them(precision):
     feature = "avx512vnni" if precision == "int8" else "avx512bf16"
     with pytest.raises(RuntimeError, match=f"lacks \\({feature}\\).*--precision fp32"):
         _run(name, np.random.default_rng(0), 16, 16, 3, 1, 50)
+    if precision == "int8":
+        _, _, quads, sums, scale = _columns(np.random.default_rng(0), 16, 8)
+        x, b, y = np.ones((3, 16), np.float32), np.zeros(8, np.float32), np.empty((3, 8), np.float32)
+        with pytest.raises(RuntimeError, match="lacks \\(avx512vnni\\).*--precision fp32"):
+            tvm_ffi.get_global_func(kernels.ADDMM_Q8_INT8)(*_t(b, x, quads, sums, scale, y))
+
+
+def _columns(rng, k, n):
+    """(columns_q8's q [K, N] and scales, columns_q8_quads' quads, sums and scales) of a
+    weight [K, N] on a grid per column, as the int8 checkpoint's are."""
+    w = (np.clip(np.round(rng.standard_normal((k, n)) * 30), -127, 127)
+         * rng.uniform(0.001, 0.01, n)).astype(np.float32)
+    q, scale = np.empty((k, n), np.int8), np.empty(n, np.float32)
+    tvm_ffi.get_global_func(kernels.COLUMNS_Q8)(*_t(w, q, scale))
+    quads = np.empty(((n + 7) // 8, (k + 3) // 4, 8, 4), np.int8)
+    sums, scale4 = np.empty(n, np.int32), np.empty(n, np.float32)
+    lossy = tvm_ffi.get_global_func(kernels.COLUMNS_Q8_QUADS)(*_t(w, quads, sums, scale4))
+    assert lossy == 0
+    return q, scale, quads, sums, scale4
+
+
+ADDMM_SHAPES = [  # M, K, N
+    (101, 768, 768),  # ALBERT's, one tile of rows
+    (300, 96, 40),    # two tiles of rows; N not a multiple of the packing
+    (2, 30, 13),      # two rows; K not a multiple of a quad
+    (17, 64, 2048),
+]
+
+
+@pytest.mark.parametrize("m, k, n", ADDMM_SHAPES)
+def test_quads_hold_the_int8_columns(m, k, n):
+    q, scale, quads, sums, scale4 = _columns(np.random.default_rng(k), k, n)
+    padded = np.zeros((quads.shape[1] * 4, quads.shape[0] * 8), np.int8)
+    padded[:k, :n] = q
+    # quads[b, p, r, j] = q[4 p + j, 8 b + r]
+    expected = padded.reshape(quads.shape[1], 4, quads.shape[0], 8).transpose(2, 0, 3, 1)
+    np.testing.assert_array_equal(quads, expected)
+    np.testing.assert_array_equal(sums, q.astype(np.int64).sum(0))
+    np.testing.assert_array_equal(scale4, scale)
+
+
+@pytest.mark.skipif(not HAS["int8"], reason="this CPU lacks AVX512_VNNI")
+@pytest.mark.parametrize("m, k, n", ADDMM_SHAPES)
+def test_int8_addmm_computes_its_definition(m, k, n):
+    rng = np.random.default_rng(m + k)
+    q, scale, quads, sums, scale4 = _columns(rng, k, n)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    x[0, :] = 0  # a row of zeros has scale 1 and gives the bias
+    x[-1, :] = np.abs(x[-1, :])  # a row of one sign: zero point 0, all 255 steps its own
+    b = rng.standard_normal(n).astype(np.float32)
+    y = np.empty((m, n), np.float32)
+    tvm_ffi.get_global_func(kernels.ADDMM_Q8_INT8)(*_t(b, x, quads, sums, scale4, y))
+    # each row over 255 steps of its range with 0 in it, a zero point of its own
+    lo = np.minimum(x.min(1, keepdims=True), 0)
+    hi = np.maximum(x.max(1, keepdims=True), 0)
+    step = np.where(hi > lo, (hi - lo) / np.float32(255), np.float32(1)).astype(np.float32)
+    zero = np.clip(np.rint(-lo / step), 0, 255)
+    xq = np.clip(np.rint(x * (np.float32(1) / step)) + zero, 0, 255) - zero
+    w = q.astype(np.float64) * scale
+    expected = b + (xq @ q.astype(np.float64)) * step.astype(np.float64) * scale
+    exact = b + x.astype(np.float64) @ w
+    rms = np.sqrt(np.mean((exact - b) ** 2))
+    assert np.abs(y - expected).max() <= 1e-5 * rms
+    np.testing.assert_array_equal(y[0], b)
+    snr = 10 * np.log10(np.mean((exact - b) ** 2) / np.mean((y - exact) ** 2))
+    assert snr > 35, snr
 
 
 ZEN4 = frozenset({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"})
@@ -157,3 +226,10 @@ def test_a_precision_the_target_or_the_weights_cannot_take_is_refused():
         products("bf16", ZEN4, int8=False)
     with pytest.raises(ValueError, match="precision must be one of auto, int8, bf16, fp32"):
         products("fp16", ZEN4, int8=True)
+
+
+def test_int8_products_take_the_long_convolutions_and_the_linear_layers_over_sequences():
+    assert layer_products("int8", ZEN4) == LayerProducts(long="int8", direct="bf16", linear="int8")
+    assert layer_products("int8", ROCKET_LAKE) == LayerProducts(long="int8", linear="int8")
+    assert layer_products("bf16", COOPER_LAKE_LIKE) == LayerProducts(direct="bf16")
+    assert layer_products("fp32", ZEN4) == LayerProducts()

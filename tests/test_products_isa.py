@@ -95,6 +95,6 @@ def test_low_precision_kernels_compute_alike_in_an_avx2_library(avx2_library, tm
     avx2 = _probe(avx2_library, tmp_path / "avx2-low.npz")[start:]
     if not host:
         pytest.skip("this CPU has neither AVX512_VNNI nor AVX512_BF16")
-    assert len(host) == len(avx2) and len(host) % len(products_probe.CONVS) == 0
+    assert len(host) == len(avx2) > 0
     for i, (h, a) in enumerate(zip(host, avx2)):
         np.testing.assert_allclose(a, h, rtol=0, atol=1e-6 * float(np.abs(h).max()), err_msg=f"{i}")

@@ -14,11 +14,12 @@ import tvm
 from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
+from tvm.script import tirx as T
 
 from kokoro_ext.build.export import PackedLSTM
 from kokoro_ext.build.passes import quantize_weights
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
-from kokoro_ext.build.precision import LSTM_WEIGHTS, ConvProducts, int8_weights, lossy_rows
+from kokoro_ext.build.precision import LSTM_WEIGHTS, LayerProducts, int8_weights, lossy_rows
 from kokoro_ext.run import native
 
 
@@ -235,13 +236,67 @@ QUANTIZED = """\
 
 
 @pytest.mark.parametrize("before, products, kernel", [
-    (DIRECT, ConvProducts(), "kokoro_ext.conv1d_taps_q8"),
-    (DIRECT, ConvProducts(direct="bf16"), "kokoro_ext.conv1d_taps_q8_bf16"),
-    (DIRECT, ConvProducts(long="int8"), "kokoro_ext.conv1d_taps_q8"),
-    (LONG, ConvProducts(), "kokoro_ext.conv1d_winograd_q8_if_pays"),
-    (LONG, ConvProducts(direct="bf16"), "kokoro_ext.conv1d_winograd_q8_if_pays"),
-    (LONG, ConvProducts(long="int8", direct="bf16"), "kokoro_ext.conv1d_taps_q8_int8"),
+    (DIRECT, LayerProducts(), "kokoro_ext.conv1d_taps_q8"),
+    (DIRECT, LayerProducts(direct="bf16"), "kokoro_ext.conv1d_taps_q8_bf16"),
+    (DIRECT, LayerProducts(long="int8"), "kokoro_ext.conv1d_taps_q8"),
+    (LONG, LayerProducts(), "kokoro_ext.conv1d_winograd_q8_if_pays"),
+    (LONG, LayerProducts(direct="bf16"), "kokoro_ext.conv1d_winograd_q8_if_pays"),
+    (LONG, LayerProducts(long="int8", direct="bf16"), "kokoro_ext.conv1d_taps_q8_int8"),
 ])
 def test_a_convolution_on_an_int8_filter_takes_the_kernel_of_its_products(before, products, kernel):
     after = quantize_weights(frozenset({"p_w"}), products)(_conv_module(before))
     tvm.ir.assert_structural_equal(after, _conv_module(QUANTIZED.format(kernel=kernel)))
+
+
+# -- linear layers: int8 products over sequences, float32 on style vectors -----------------
+
+
+def _linear_module(body: str) -> tvm.IRModule:
+    """A module whose main runs ``body`` (TVMScript lines) on x [b * n, 16] (a batch of
+    sequences' rows) and s [b, 16] (a row per batch entry) with a 16 x 12 weight."""
+    return tvm.script.from_source(f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(
+        x3: R.Tensor(("b", "n", 16), dtype="float32"),
+        s: R.Tensor(("b", 16), dtype="float32"),
+        p_w: R.Tensor((16, 12), dtype="float32"),
+        p_b: R.Tensor((12,), dtype="float32"),
+    ) -> R.Tuple(R.Tensor(("b * n", 12), dtype="float32"), R.Tensor(("b", 12), dtype="float32")):
+        b = T.int64()
+        n = T.int64()
+        R.func_attr({{"num_input": 2}})
+        with R.dataflow():
+            x = R.reshape(x3, R.shape([b * n, 16]))
+{body}
+            out = (y, z)
+            R.output(out)
+        return out
+""")
+
+
+LINEAR = """\
+            y = R.call_dps_packed("kokoro_ext.addmm", (p_b, x, p_w), out_ty=R.Tensor((b * n, 12), dtype="float32"))
+            z = R.call_dps_packed("kokoro_ext.addmm", (p_b, s, p_w), out_ty=R.Tensor((b, 12), dtype="float32"))"""
+STYLE_FLOAT32 = """\
+            q = R.call_dps_packed("kokoro_ext.columns_q8", (p_w,), out_ty=[R.Tensor((16, 12), dtype="int8"), R.Tensor((12,), dtype="float32")])
+            z = R.call_dps_packed("kokoro_ext.addmm_q8", (p_b, s, q[0], q[1]), out_ty=R.Tensor((b, 12), dtype="float32"))"""
+SEQUENCE_FLOAT32 = """\
+            p = R.call_dps_packed("kokoro_ext.columns_q8", (p_w,), out_ty=[R.Tensor((16, 12), dtype="int8"), R.Tensor((12,), dtype="float32")])
+            y = R.call_dps_packed("kokoro_ext.addmm_q8", (p_b, x, p[0], p[1]), out_ty=R.Tensor((b * n, 12), dtype="float32"))
+""" + STYLE_FLOAT32
+SEQUENCE_INT8 = """\
+            p = R.call_dps_packed("kokoro_ext.columns_q8_quads", (p_w,), out_ty=[R.Tensor((2, 4, 8, 4), dtype="int8"), R.Tensor((12,), dtype="int32"), R.Tensor((12,), dtype="float32")])
+            y = R.call_dps_packed("kokoro_ext.addmm_q8_int8", (p_b, x, p[0], p[1], p[2]), out_ty=R.Tensor((b * n, 12), dtype="float32"))
+""" + STYLE_FLOAT32
+
+
+@pytest.mark.parametrize("products, expected", [
+    (LayerProducts(), SEQUENCE_FLOAT32),
+    (LayerProducts(long="int8", direct="bf16"), SEQUENCE_FLOAT32),
+    (LayerProducts(linear="int8"), SEQUENCE_INT8),
+])
+def test_a_linear_layer_over_a_sequence_takes_the_int8_products_of_its_build(products, expected):
+    after = quantize_weights(frozenset({"p_w"}), products)(_linear_module(LINEAR))
+    tvm.ir.assert_structural_equal(after, _linear_module(expected))

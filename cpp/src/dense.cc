@@ -22,6 +22,10 @@
  *     x [B, C_in, T_in]   w [C_in, C_out, K]   bias [C_out]   out [B, C_out, T_out]
  *   kokoro_ext.addmm(bias, x, w, out)                out = bias + x @ w (products.h for few rows)
  *     bias [N]   x [M, K]   w [K, N]   out [M, N]
+ *   kokoro_ext.addmm_q8(bias, x, q, scale, out)      addmm on an int8 weight, scale per column
+ *   kokoro_ext.addmm_q8_int8(bias, x, quads, sums, scale, out)   the same in int8 products
+ *     (low_precision.h), each row of x quantized with its own scale
+ *     quads [ceil(N / 8), ceil(K / 4), 8, 4] int8   sums [N] int32   scale [N]
  *   kokoro_ext.bmm(x, w, out)                        out[b] = x[b] @ w[b]
  *     x [B, M, K]   w [B, K, N]   out [B, M, N]
  *
@@ -293,27 +297,46 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   // Each tile's window: its columns rounded up, and the taps' reach past them.
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
   const int64_t window = RoundColumns(kColumnTile) + (K - 1) * dilation;
-  uint8_t* windows = reinterpret_cast<uint8_t*>(Workspace<1>(B * tiles * C_in * window / 4));
-  float* steps = Workspace<5>(B * tiles);
-  ParallelFor(B * tiles, [&](int64_t bt) {
-    const int64_t b = bt / tiles, t0 = bt % tiles * kColumnTile;
-    steps[bt] = QuantizeColumnsInt8(px + b * C_in * T_in, C_in, T_in, T_in, t0 - pad, window,
-                                    windows + bt * C_in * window);
-  }, B * C_in * T_in >= kMinParallelFlops / 16);
+  // Where each work item is a whole tile (long inputs), it quantizes its own window, which
+  // its products then read from cache; else the items of a tile share a window quantized
+  // in a pass of its own.
+  const bool whole_tiles = OutputBlocks(B * tiles, C_out) == 1;
+  uint8_t* windows = nullptr;
+  float* steps = nullptr;
+  if (!whole_tiles) {
+    windows = reinterpret_cast<uint8_t*>(Workspace<1>(B * tiles * C_in * window / 4));
+    steps = Workspace<5>(B * tiles);
+    ParallelFor(B * tiles, [&](int64_t bt) {
+      const int64_t b = bt / tiles, t0 = bt % tiles * kColumnTile;
+      steps[bt] = QuantizeColumnsInt8(px + b * C_in * T_in, C_in, T_in, T_in, t0 - pad, window,
+                                      windows + bt * C_in * window);
+    }, B * C_in * T_in >= kMinParallelFlops / 16);
+  }
   ForEachTapsItem(B, T_out, C_out, [&](const TapsItem& it) {
     const auto [b, tile, t0, width, cols, o0, rows, block] = it;
     const int64_t bt = b * tiles + tile;
+    const uint8_t* own = nullptr;
+    float step = 0.f;
+    if (whole_tiles) {
+      uint8_t* quantized = reinterpret_cast<uint8_t*>(Workspace<4>(C_in * window / 4));
+      step = QuantizeColumnsInt8(px + b * C_in * T_in, C_in, T_in, T_in, t0 - pad, window,
+                                 quantized);
+      own = quantized;
+    } else {
+      own = windows + bt * C_in * window;
+      step = steps[bt];
+    }
     // Per row of the block: the zero point's share of the sums, and the two scales.
     float* scale = Workspace<2>(2 * block);
     int32_t* zero = reinterpret_cast<int32_t*>(scale + block);
     for (int64_t o = 0; o < rows; ++o) {
       zero[o] = 128 * sums[o0 + o];
-      scale[o] = steps[bt] * ps[o0 + o];
+      scale[o] = step * ps[o0 + o];
     }
     const Int8Output y{po + (b * C_out + o0) * T_out + t0, T_out, rows, width, zero, scale,
                        pb + o0};
-    PackedProductInt8(w + o0 / kPack * depth * kPack, PackedBlocks(rows), K, C_in,
-                      windows + bt * C_in * window, window, dilation, cols, y);
+    PackedProductInt8(w + o0 / kPack * depth * kPack, PackedBlocks(rows), K, C_in, own, window,
+                      dilation, cols, y);
   });
 }
 
@@ -533,6 +556,99 @@ int64_t ColumnsQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView q, tvm::ffi::Tens
                       DataPtr<float>(scale));
 }
 
+/*! \brief The shape of addmm_q8_int8's weight: [ceil(N / 8), ceil(K / 4), 8, 4]. */
+std::vector<int64_t> QuadColumnsShape(int64_t K, int64_t N) {
+  return {PackedBlocks(N), (K + 3) / 4, kPack, 4};
+}
+
+/*!
+ * \brief w [K, N] quantized per column as columns_q8 does, its int8 values packed for the
+ *  int8 products (low_precision.h, the filter of a one-tap convolution): quads [ceil(N /
+ *  8)][ceil(K / 4)][8][4] (zeros past K and N), with each column's sum [N] and scale [N].
+ *  Returns the columns quantized off a grid.
+ */
+int64_t ColumnsQ8Quads(tvm::ffi::TensorView w, tvm::ffi::TensorView quads,
+                       tvm::ffi::TensorView sums, tvm::ffi::TensorView scale) {
+  constexpr const char* kName = "kokoro_ext.columns_q8_quads";
+  CheckFloat32Cpu(kName, "w", w, 2);
+  const int64_t K = w.shape()[0], N = w.shape()[1];
+  CheckInt8Cpu(kName, "quads", quads, 4);
+  CheckShape(kName, "quads", quads, QuadColumnsShape(K, N));
+  CheckCpuTensor(kName, "sums", sums, 1, kDLInt, 32, "int32");
+  CheckShape(kName, "sums", sums, {N});
+  CheckFloat32Cpu(kName, "scale", scale, 1);
+  CheckShape(kName, "scale", scale, {N});
+  std::vector<int8_t> q(K * N);
+  const int64_t lossy =
+      QuantizeRows(DataPtr<const float>(w), N, K, 1, N, q.data(), 1, N, DataPtr<float>(scale));
+  const auto shape = QuadColumnsShape(K, N);
+  int8_t* pq = DataPtr<int8_t>(quads);
+  int32_t* ps = DataPtr<int32_t>(sums);
+  std::fill(ps, ps + N, 0);
+  for (int64_t b = 0; b < shape[0]; ++b) {
+    for (int64_t p = 0; p < shape[1]; ++p) {
+      for (int64_t r = 0; r < kPack; ++r) {
+        for (int64_t j = 0; j < 4; ++j) {
+          const int64_t k = 4 * p + j, n = b * kPack + r;
+          const int8_t v = k < K && n < N ? q[k * N + n] : 0;
+          pq[((b * shape[1] + p) * kPack + r) * 4 + j] = v;
+          if (n < N) ps[n] += v;
+        }
+      }
+    }
+  }
+  return lossy;
+}
+
+/*!
+ * \brief addmm on columns_q8_quads' weight with int8 products: each row of x quantized
+ *  to unsigned bytes with a scale and zero point of its own (ONNX Runtime's dynamic
+ *  quantization of a MatMul's input, per row rather than per tensor), exact int32 sums,
+ *  the zero points taken out with the column sums, the scales and the bias applied.  The
+ *  product is w^T x^T, x's rows its columns.
+ */
+void AddmmQ8Int8(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::TensorView quads,
+                 tvm::ffi::TensorView sums, tvm::ffi::TensorView scale,
+                 tvm::ffi::TensorView out) {
+  constexpr const char* kName = "kokoro_ext.addmm_q8_int8";
+  CheckFloat32Cpu(kName, "bias", bias, 1);
+  CheckFloat32Cpu(kName, "x", x, 2);
+  CheckFloat32Cpu(kName, "out", out, 2);
+  const int64_t M = x.shape()[0], K = x.shape()[1], N = bias.shape()[0];
+  CheckInt8Cpu(kName, "quads", quads, 4);
+  CheckShape(kName, "quads", quads, QuadColumnsShape(K, N));
+  CheckCpuTensor(kName, "sums", sums, 1, kDLInt, 32, "int32");
+  CheckShape(kName, "sums", sums, {N});
+  CheckFloat32Cpu(kName, "scale", scale, 1);
+  CheckShape(kName, "scale", scale, {N});
+  CheckShape(kName, "out", out, {M, N});
+  RequireVnni(kName);
+  if (M == 0) return;
+  const int64_t depth = (K + 3) / 4 * 4, cols = RoundColumns(M);
+  uint8_t* U = reinterpret_cast<uint8_t*>(Workspace<1>(depth / 4 * cols));
+  float* row_scale = Workspace<5>(2 * cols);
+  int32_t* row_zero = reinterpret_cast<int32_t*>(row_scale + cols);
+  QuantizeRowsInt8(DataPtr<const float>(x), M, K, K, depth / 4, cols, U, row_scale, row_zero);
+  const int8_t* pq = DataPtr<const int8_t>(quads);
+  const int32_t* psum = DataPtr<const int32_t>(sums);
+  const float* ps = DataPtr<const float>(scale);
+  const float* pb = DataPtr<const float>(bias);
+  float* po = DataPtr<float>(out);
+  ForEachTapsItem(1, M, N, [&](const TapsItem& it) {
+    const auto [b, tile, t0, width, tile_cols, o0, rows, block] = it;
+    // The block's sums as w^T x^T's rows, then written to out's columns.
+    float* Y = Workspace<2>(block * tile_cols);
+    const Int8Output y{Y, tile_cols, rows, width, psum + o0, ps + o0, pb + o0, row_scale + t0,
+                       row_zero + t0};
+    PackedProductInt8(pq + o0 / kPack * depth * kPack, PackedBlocks(rows), 1, depth, U + t0 * 4,
+                      cols, 0, tile_cols, y);
+    for (int64_t q = 0; q < width; ++q) {
+      float* row = po + (t0 + q) * N + o0;
+      for (int64_t o = 0; o < rows; ++o) row[o] = Y[o * tile_cols + q];
+    }
+  });
+}
+
 void Bmm(tvm::ffi::TensorView x, tvm::ffi::TensorView w, tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.bmm";
   CheckFloat32Cpu(kName, "x", x, 3);
@@ -579,6 +695,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("kokoro_ext.conv1d_taps_q8_int8", Conv1dTapsQ8Int8)
       .def("kokoro_ext.columns_q8", ColumnsQ8)
       .def("kokoro_ext.addmm_q8", AddmmQ8)
+      .def("kokoro_ext.columns_q8_quads", ColumnsQ8Quads)
+      .def("kokoro_ext.addmm_q8_int8", AddmmQ8Int8)
       .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)
       .def("kokoro_ext.addmm", Addmm)
       .def("kokoro_ext.bmm", Bmm);

@@ -196,6 +196,16 @@ KOKORO_EXT_VNNI_TARGET inline void ProductKernelInt8(const int8_t* w, int64_t K,
     const int64_t left = std::clamp<int64_t>(out.width - col0 - 16 * v, 0, 16);
     masks[v] = static_cast<__mmask16>((1u << left) - 1u);
   }
+  __m512 columns[kVectors];
+  __m512i column_zeros[kVectors];
+  for (int v = 0; v < kVectors; ++v) {
+    columns[v] = out.column_scale == nullptr
+                     ? _mm512_set1_ps(1.f)
+                     : _mm512_maskz_loadu_ps(masks[v], out.column_scale + col0 + 16 * v);
+    column_zeros[v] = out.column_zero == nullptr
+                          ? _mm512_set1_epi32(1)
+                          : _mm512_maskz_loadu_epi32(masks[v], out.column_zero + col0 + 16 * v);
+  }
   const int rows = static_cast<int>(std::min<int64_t>(kPack, out.rows - row0));
   for (int r = 0; r < rows; ++r) {
     const int64_t o = row0 + r;
@@ -203,8 +213,11 @@ KOKORO_EXT_VNNI_TARGET inline void ProductKernelInt8(const int8_t* w, int64_t K,
     const __m512 scale = _mm512_set1_ps(out.scale[o]), bias = _mm512_set1_ps(out.bias[o]);
     float* y = out.y + o * out.y_stride + col0;
     for (int v = 0; v < kVectors; ++v) {
-      const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], zero));
-      _mm512_mask_storeu_ps(y + 16 * v, masks[v], _mm512_fmadd_ps(sums, scale, bias));
+      const __m512i offset =
+          out.column_zero == nullptr ? zero : _mm512_mullo_epi32(zero, column_zeros[v]);
+      const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], offset));
+      const __m512 scaled = _mm512_mul_ps(sums, columns[v]);
+      _mm512_mask_storeu_ps(y + 16 * v, masks[v], _mm512_fmadd_ps(scaled, scale, bias));
     }
   }
 }
@@ -309,6 +322,45 @@ KOKORO_EXT_VNNI_TARGET void QuadFilterKernel(const int8_t* taps, int64_t quads, 
 }  // namespace
 #endif  // KOKORO_EXT_HAS_X86_KERNELS
 
+/*! \brief A row's scale and zero point (QuantizeRowsInt8) from its range [lo, hi]. */
+inline void RowStep(float lo, float hi, float* scale, int32_t* zero) {
+  lo = std::min(lo, 0.f);
+  hi = std::max(hi, 0.f);
+  const float s = hi > lo ? (hi - lo) / 255.f : 1.f;
+  *scale = s;
+  *zero = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / s), 0.f, 255.f));
+}
+
+KOKORO_EXT_VNNI_TARGET void QuantizeRowKernel(const float* x, int64_t K, int64_t quads,
+                                              int64_t cols, float* scale, int32_t* zero,
+                                              uint8_t* dst) {
+  __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(
+        static_cast<__mmask16>((1u << std::min<int64_t>(16, K - k)) - 1u), x + k);
+    lo = _mm512_min_ps(lo, v);
+    hi = _mm512_max_ps(hi, v);
+  }
+  RowStep(_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi), scale, zero);
+  const __m512 inv = _mm512_set1_ps(1.f / *scale);
+  const __m512i offset = _mm512_set1_epi32(*zero), top = _mm512_set1_epi32(255);
+  // 16 values are 4 quads, each one 32-bit word of its quad's row of dst; past K, zeros
+  // (masked loads) quantize to the zero point.
+  for (int64_t p = 0; p < quads; p += 4) {
+    const int64_t left = std::clamp<int64_t>(K - 4 * p, 0, 16);
+    const __m512 v = _mm512_mul_ps(
+        _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1u), x + 4 * p), inv);
+    const __m512i q = _mm512_min_epi32(
+        _mm512_max_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(v), offset), _mm512_setzero_si512()),
+        top);
+    alignas(16) uint32_t words[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(words), _mm512_cvtepi32_epi8(q));
+    for (int64_t j = 0; j < 4 && p + j < quads; ++j) {
+      std::memcpy(dst + (p + j) * cols * 4, &words[j], 4);
+    }
+  }
+}
+
 float QuantizeColumnsInt8(const float* x, int64_t C_in, int64_t row_stride, int64_t T,
                           int64_t t0, int64_t cols, uint8_t* dst) {
   // Columns of x in [t0, t0 + cols): [lo, hi) of the tile.
@@ -337,6 +389,35 @@ float QuantizeColumnsInt8(const float* x, int64_t C_in, int64_t row_stride, int6
     }
   }
   return s;
+}
+
+void QuantizeRowsInt8(const float* x, int64_t M, int64_t K, int64_t x_stride, int64_t quads,
+                      int64_t cols, uint8_t* dst, float* scale, int32_t* zero) {
+  for (int64_t p = 0; p < quads; ++p) std::memset(dst + (p * cols + M) * 4, 0, (cols - M) * 4);
+  for (int64_t m = M; m < cols; ++m) {
+    scale[m] = 1.f;
+    zero[m] = 0;
+  }
+  ParallelFor(M, [&](int64_t m) {
+    const float* row = x + m * x_stride;
+#ifdef KOKORO_EXT_HAS_X86_KERNELS
+    if (HostHasVnni()) {
+      QuantizeRowKernel(row, K, quads, cols, scale + m, zero + m, dst + m * 4);
+      return;
+    }
+#endif
+    float lo = 0.f, hi = 0.f;
+    for (int64_t k = 0; k < K; ++k) {
+      lo = std::min(lo, row[k]);
+      hi = std::max(hi, row[k]);
+    }
+    RowStep(lo, hi, scale + m, zero + m);
+    const float inv = 1.f / scale[m];
+    for (int64_t k = 0; k < 4 * quads; ++k) {
+      const float v = k < K ? std::nearbyint(row[k] * inv) + zero[m] : zero[m];
+      dst[((k / 4) * cols + m) * 4 + k % 4] = static_cast<uint8_t>(std::clamp(v, 0.f, 255.f));
+    }
+  }, M * K >= (int64_t{1} << 16));
 }
 
 void QuadFilterInt8(const int8_t* taps, int64_t blocks, int64_t K, int64_t C_in, int8_t* out,

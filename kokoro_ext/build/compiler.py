@@ -31,7 +31,7 @@ from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
-from kokoro_ext.build.precision import ConvProducts, WeightDtype, int8_weights
+from kokoro_ext.build.precision import LayerProducts, WeightDtype, int8_weights
 from kokoro_ext.build.stages import StageSpec
 from kokoro_ext.build.target import is_cross, parse_target
 from kokoro_ext.run.manifest import StageSignature
@@ -108,7 +108,7 @@ def compile_stage(
     lstm_backend: LstmBackend = "native",
     native_dense: bool = True,
     weight_dtype: WeightDtype = "auto",
-    products: ConvProducts = ConvProducts(),
+    products: LayerProducts = LayerProducts(),
 ) -> CompiledStage:
     """Compile ``spec``'s stage of ``model`` once for every batch and length (its symbolic
     axes), with the weights as parameters: the module's, in the order ``parameters``

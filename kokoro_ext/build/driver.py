@@ -41,11 +41,11 @@ import kokoro_ext
 from kokoro_ext.build import environment
 from kokoro_ext.build.compiler import compile_stage, transform_weights
 from kokoro_ext.build.precision import (
-    ConvProducts,
+    LayerProducts,
     Precision,
     Products,
     WeightDtype,
-    conv_products,
+    layer_products,
     products,
 )
 from kokoro_ext.build.frontend import LstmBackend
@@ -301,9 +301,9 @@ def _products(options: BuildOptions) -> Products:
     return products(options.precision, features, options.weight_dtype != "float32")
 
 
-def _conv_products(options: BuildOptions) -> ConvProducts:
+def _layer_products(options: BuildOptions) -> LayerProducts:
     """_products per layer: the long convolutions' and the others'."""
-    return conv_products(_products(options), target_features(parse_target(options.target)))
+    return layer_products(_products(options), target_features(parse_target(options.target)))
 
 
 def _stores_int8(entries: Iterable[StageEntry]) -> bool:
@@ -329,7 +329,7 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
         options.lstm_backend,
         native_dense=options.dense == "native",
         weight_dtype=options.weight_dtype,
-        products=_conv_products(options),
+        products=_layer_products(options),
     )
     file = artifacts.stage_file(name)
     path = staging / file

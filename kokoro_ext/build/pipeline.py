@@ -32,7 +32,7 @@ import tvm
 from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 
-from kokoro_ext.build.precision import ConvProducts
+from kokoro_ext.build.precision import LayerProducts
 from kokoro_ext.build.passes import (
     DispatchNativeKernels,
     InlineElementwise,
@@ -55,7 +55,7 @@ class PipelineOptions:
     #: The weight parameters (Relax names) stored as int8 (kokoro_ext.build.precision).
     int8_weights: frozenset[str] = frozenset()
     #: What the convolutions on int8 weights multiply in (kokoro_ext.build.precision).
-    products: ConvProducts = ConvProducts()
+    products: LayerProducts = LayerProducts()
     #: Compile ``main_transform_params`` alone, without ``main``.
     transform_only: bool = False
 
@@ -64,7 +64,7 @@ def library_dispatch_passes(
     target: tvm.target.Target,
     native_dense: bool = True,
     int8_weights: frozenset[str] = frozenset(),
-    products: ConvProducts = ConvProducts(),
+    products: LayerProducts = LayerProducts(),
 ) -> list[tvm.transform.Pass]:
     """Ours when ``native_dense``, then cpu_generic's: the native kernels first, then
     Winograd on the convolutions dispatch sent to them (its weights are the constants the

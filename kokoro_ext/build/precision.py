@@ -25,8 +25,10 @@ measured error and speed (bench/quality.py's word error rate on the real model):
   int8     on the generator's long convolutions (those Winograd takes in float32), int8 x
            int8 with exact int32 sums (AVX512_VNNI), each convolution's input quantized per
            tile of 256 columns (kokoro_ext/low_precision.h): 1.4-2.2x float32 Winograd's
-           speed; the other convolutions as bf16 does where the target has AVX512_BF16,
-           else float32.  int8 on every convolution (the text encoder's, the prosody
+           speed; the linear layers over a sequence (ALBERT's, the predictor's) int8 x
+           int8 with each input row quantized (as ONNX Runtime's dynamic quantization
+           does, per row): 2-4x the float32 product's speed; the other convolutions as
+           bf16 does where the target has AVX512_BF16, else float32.  int8 on every convolution (the text encoder's, the prosody
            predictor's, the decoder's) cost 3 more recognition errors on the plain set,
            against 2 fewer with it on the generator's alone.
   bf16     the convolutions Winograd does not take, in bf16 x int8-as-bf16 with float32
@@ -137,19 +139,22 @@ def products(precision: Precision, features: Iterable[str], int8: bool) -> Produ
 
 
 @dataclass(frozen=True)
-class ConvProducts:
-    """What a build's convolutions on int8 weights multiply in: the long stride-1 ones
-    (the generator's, which Winograd takes in float32) and the others."""
+class LayerProducts:
+    """What a build's layers on int8 weights multiply in: the long stride-1 convolutions
+    (the generator's, which Winograd takes in float32), the other convolutions, and the
+    linear layers over a sequence (ALBERT's, the predictor's: x [rows, in] with rows the
+    input's length; a style vector's [1, in] stay float32)."""
 
     long: Literal["int8", "fp32"] = "fp32"
     direct: Literal["bf16", "fp32"] = "fp32"
+    linear: Literal["int8", "fp32"] = "fp32"
 
 
-def conv_products(precision: Products, features: Iterable[str]) -> ConvProducts:
+def layer_products(precision: Products, features: Iterable[str]) -> LayerProducts:
     """The per-layer products of ``precision`` on a target with ``features``."""
     bf16 = PRECISION_FEATURES["bf16"] <= frozenset(features)
     if precision == "int8":
-        return ConvProducts(long="int8", direct="bf16" if bf16 else "fp32")
+        return LayerProducts(long="int8", direct="bf16" if bf16 else "fp32", linear="int8")
     if precision == "bf16":
-        return ConvProducts(direct="bf16")
-    return ConvProducts()
+        return LayerProducts(direct="bf16")
+    return LayerProducts()

@@ -97,9 +97,24 @@ void QuadFilterInt8(const int8_t* taps, int64_t blocks, int64_t K, int64_t C_in,
                     int32_t* sums);
 
 /*!
+ * \brief Rows [0, M) of x [M][K] (rows of x_stride floats) quantized each to unsigned bytes
+ *  with a scale and zero point of its own, as ONNX Runtime's DynamicQuantizeLinear does
+ *  a tensor: the row's range with 0 in it, [lo, hi], over 255 steps, scale[m] = (hi - lo)
+ *  / 255 (1 where the row is all zeros), zero[m] = round(-lo / scale[m]); laid out as
+ *  QuantizeColumnsInt8 lays out columns: dst[k / 4][m][k % 4] = round(x[m][k] / scale[m])
+ *  + zero[m] for k < K, zero[m] for k in [K, 4 quads); columns [M, cols) hold zeros with
+ *  scale 1 and zero point 0.  A row is a column of the product (addmm's x @ w as w^T x^T).
+ */
+void QuantizeRowsInt8(const float* x, int64_t M, int64_t K, int64_t x_stride, int64_t quads,
+                      int64_t cols, uint8_t* dst, float* scale, int32_t* zero);
+
+/*!
  * \brief Where PackedProductInt8 puts its exact int32 sums M[o][q]: y[o][q] = (M[o][q] -
- *  zero[o]) scale[o] + bias[o] for o < rows, q < width (float32 rows of y_stride), written
- *  from the registers that hold the sums, so that they never go through memory as int32.
+ *  zero[o] column_zero[q]) scale[o] column_scale[q] + bias[o] for o < rows, q < width
+ *  (float32 rows of y_stride; without column_zero or column_scale, 1), written from the
+ *  registers that hold the sums, so that they never go through memory as int32.  A
+ *  convolution's zero[o] is 128 times its filter's sum (its columns are offset by 128);
+ *  addmm_q8_int8's is the weight's column sum, its columns' zero points column_zero.
  */
 struct Int8Output {
   float* y;
@@ -109,6 +124,8 @@ struct Int8Output {
   const int32_t* zero;
   const float* scale;
   const float* bias;
+  const float* column_scale = nullptr;  // per column, indexed like y's columns
+  const int32_t* column_zero = nullptr;
 };
 
 /*!

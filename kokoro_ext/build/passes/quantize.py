@@ -9,11 +9,13 @@ a call on its float32 layout becomes the call on its int8 one:
   conv1d_winograd_if_pays(o, x, taps_filter(w), winograd_filter(w), b)
                                                        -> conv1d_winograd_q8_if_pays(..)
   addmm(b, x, w or permute_dims(w))                    -> addmm_q8(b, x, q, s)
+                                     or addmm_q8_int8(b, x, quads, sums, s)
   lstm(o, x, n, h0, c0, w_ih_first, w_ih_rest, w_hh, b)
                             -> lstm_q8(o, x, n, h0, c0, q1, s1, q2, s2, q3, s3, b)
 
 with (q, s) = taps_filter_q8(w), columns_q8(w) or lstm_weights_q8(w): the int8 values and
-a float32 scale per output channel (per layer, direction and gate row for the LSTM), which
+a float32 scale per output channel (columns_q8_quads(w): the int8 values packed in quads
+for the int8 products, with each column's sum) (per layer, direction and gate row for the LSTM), which
 LiftTransformParams moves into the weight transform the build runs once, so they are what
 the build stores.  An LSTM is rewritten only when all three of its weights are chosen: the
 kernel takes them all in one dtype.  The Winograd filter is then computed from the
@@ -21,10 +23,11 @@ int8 taps at each call (cpp/src/winograd.cc), not stored: it is about twice the 
 filter and eight times the int8 one.  The float32 layouts the rewritten calls took are
 dropped, so nothing stores them.
 
-The build's precision (``products``, kokoro_ext.build.precision.ConvProducts) picks the
+The build's precision (``products``, kokoro_ext.build.precision.LayerProducts) picks the
 convolution kernel: a long convolution (one the Winograd pass took) with int8 products is
 conv1d_taps_q8_int8 (direct: on VNNI it outruns float32 Winograd), and a direct one with
-bf16 products conv1d_taps_q8_bf16.
+bf16 products conv1d_taps_q8_bf16; a linear layer over a sequence (x's rows batch x
+length) with int8 products is addmm_q8_int8.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from kokoro_ext.build.precision import ConvProducts
+from kokoro_ext.build.precision import LayerProducts
 from kokoro_ext.run import kernels, native
 
 _CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
@@ -55,9 +58,16 @@ def _extern(expr: relax.Expr, name: str | None = None) -> str | None:
     return callee.global_symbol
 
 
+def _over_sequence(x: relax.Expr) -> bool:
+    """Whether the rows of ``x`` [rows, in] are a batch's sequences, batch x length (a
+    style vector's linear layer has one row per batch entry)."""
+    shape = getattr(x.ty, "shape", None)
+    return isinstance(shape, relax.ShapeExpr) and isinstance(shape.values[0], tvm.tirx.Mul)
+
+
 @relax.expr_functor.mutator
 class _Rewriter(relax.PyExprMutator):
-    def __init__(self, mod: tvm.IRModule, names: Collection[str], products: ConvProducts):
+    def __init__(self, mod: tvm.IRModule, names: Collection[str], products: LayerProducts):
         super().__init__(mod)
         self.names = frozenset(names)
         self.products = products
@@ -82,20 +92,19 @@ class _Rewriter(relax.PyExprMutator):
             return expr
         return None
 
-    def _quantized(self, transform: str, w: relax.Expr, q_shape, scale_shape) -> tuple:
-        """(q, scale) of ``w`` by the native quantizer ``transform``."""
-        pair = relax.call_dps_packed(
-            transform,
-            [w],
-            [relax.TensorType(q_shape, "int8"), relax.TensorType(scale_shape, "float32")],
-        )
-        pair = self.builder_.emit(pair)
-        return relax.TupleGetItem(pair, 0), relax.TupleGetItem(pair, 1)
+    def _quantized(self, transform: str, w: relax.Expr, *outputs: tuple[list[int], str]) -> tuple:
+        """The outputs of the native quantizer ``transform`` on ``w``, each (shape, dtype):
+        (q, scale) or (quads, sums, scale)."""
+        types = [relax.TensorType(shape, dtype) for shape, dtype in outputs]
+        result = self.builder_.emit(relax.call_dps_packed(transform, [w], types))
+        return tuple(relax.TupleGetItem(result, i) for i in range(len(types)))
 
     def _conv(self, call: relax.Call, w: relax.Var, pad: int, dilation: int) -> relax.Expr:
         c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
         shape = [int(d) for d in tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)(c_out, c_in, taps)]
-        q, scale = self._quantized(kernels.TAPS_FILTER_Q8, w, shape, [shape[0] * _KPACK])
+        q, scale = self._quantized(
+            kernels.TAPS_FILTER_Q8, w, (shape, "int8"), ([shape[0] * _KPACK], "float32")
+        )
         fields = call.args[1].fields
         x, bias = fields[1], fields[-1]
         if _extern(call, kernels.CONV1D_TAPS) is None:  # a long one, for Winograd
@@ -115,7 +124,9 @@ class _Rewriter(relax.PyExprMutator):
         args = [options, x, lengths, h0, c0]
         for w in weights:  # w_ih_first, w_ih_rest (empty for one layer), w_hh
             shape = [int(v) for v in w.ty.shape.values]
-            args += self._quantized(kernels.LSTM_WEIGHTS_Q8, w, shape, shape[:-1])
+            args += self._quantized(
+                kernels.LSTM_WEIGHTS_Q8, w, (shape, "int8"), (shape[:-1], "float32")
+            )
         out_ty = list(call.ty_args[0].fields)  # (y, h_n, c_n)
         return relax.call_dps_packed(kernels.LSTM_Q8, [*args, bias], out_ty)
 
@@ -134,11 +145,23 @@ class _Rewriter(relax.PyExprMutator):
             return None if w is None else self._conv(call, w, pad, dilation)
         if name == kernels.ADDMM:
             bias, x, w = fields
-            weight = self._weight(w, None) or self._weight(w, _PERMUTE_DIMS)
+            weight = self._weight(w, None)
+            if weight is None:
+                weight = self._weight(w, _PERMUTE_DIMS)
             if weight is None:
                 return None
             k, n = (int(v) for v in w.ty.shape.values)
-            q, scale = self._quantized(kernels.COLUMNS_Q8, w, [k, n], [n])
+            if self.products.linear == "int8" and _over_sequence(x):
+                quads = [(n + _KPACK - 1) // _KPACK, (k + 3) // 4, _KPACK, 4]
+                packed = self._quantized(
+                    kernels.COLUMNS_Q8_QUADS, w, (quads, "int8"), ([n], "int32"), ([n], "float32")
+                )
+                return relax.call_dps_packed(
+                    kernels.ADDMM_Q8_INT8, [bias, x, *packed], call.ty_args[0]
+                )
+            q, scale = self._quantized(
+                kernels.COLUMNS_Q8, w, ([k, n], "int8"), ([n], "float32")
+            )
             return relax.call_dps_packed(kernels.ADDMM_Q8, [bias, x, q, scale], call.ty_args[0])
         if name == kernels.LSTM:
             return self._lstm(call)
@@ -155,7 +178,7 @@ class _Rewriter(relax.PyExprMutator):
 
 
 def quantize_weights(
-    names: Collection[str], products: ConvProducts = ConvProducts()
+    names: Collection[str], products: LayerProducts = LayerProducts()
 ) -> tvm.transform.Pass:
     """The pass storing the weight parameters ``names`` (Relax names) as int8 where native
     kernels take them (see the module's docstring), their convolutions multiplying in
