@@ -40,9 +40,12 @@ fresh  one new process per (engine, text): wall time from spawning it to its exi
        audio: when the process reports its first chunk on stdout (``say --stream``
        prints ``chunk 0``, the children of this script do the same); peak RSS: that
        process's ``ru_maxrss`` from ``os.wait4`` (the kernel's high-water mark).
-warm   one process per engine: load, a warm-up call (the sentence), then ``--repeat``
-       runs of every text; medians of total time and of time to the first chunk.
-       Texts whose first warm run takes longer than ``--long-seconds`` are run once.
+warm   one process per engine, all loaded at once (one after another: load, a warm-up
+       call, the sentence), then ``--repeat`` rounds of every text, each round running
+       it on every engine in turn, so that a slow stretch of the machine hits all
+       engines alike (half a second apart: an engine's threads spin-wait for a while
+       after a run); medians of total time and of time to the first chunk.  Texts
+       whose first warm run takes longer than ``--long-seconds`` are run once.
        "x eager" is the warm total over eager's.  The page gets fresh runs only from
        ``--fresh-long-engines`` (tvm builds, onnx, onnx-int8): elsewhere it is about
        the load plus a warm run, minutes of eager for nothing new.
@@ -99,6 +102,11 @@ VOICE = "af_heart"
 KOKORO_CHUNK_LIMIT = 510
 FRESH_CHUNK = "chunk "  # a child's stdout line that says its first audio is ready
 RESULT = "RESULT "  # a child's stdout line with its results, JSON
+READY = "READY"  # a warm child's stdout line: loaded and warmed up, ready for texts
+RUN = "RUN "  # a warm child's stdout line with one run's results, JSON
+#: Seconds between two warm runs: an engine's threads spin-wait for up to ~0.15 s after
+#: its run (TVM's pool, ONNX Runtime's), which would slow the next engine's start.
+SETTLE_S = 0.5
 
 SENTENCE = (
     "The old lighthouse keeper climbed the narrow stairs every evening to light the lamp "
@@ -589,32 +597,27 @@ def fresh_child(args: argparse.Namespace) -> int:
 
 
 def warm_child(args: argparse.Namespace) -> int:
-    """One engine, long-lived: load, warm up, then every text ``--repeat`` times."""
+    """One engine, long-lived: load, warm up, say READY; then speak each text named on
+    stdin once and answer with a RUN line, until stdin ends; then RESULT."""
     from kokoro_ext.run.wav import SAMPLE_RATE
 
     engine = RUNNERS[args.child](args)
-    result: dict = {"texts": {}}
     start = time.perf_counter()
     engine.load()
-    result["load_s"] = time.perf_counter() - start
+    result: dict = {"load_s": time.perf_counter() - start}
     result["warm_up_s"], _, _ = timed_stream(engine, TEXTS[WARM_UP])
-    for name in args.texts:
-        runs = []
-        if engine.warm_each_text:
-            result.setdefault("first_run_s", {})[name] = timed_stream(engine, TEXTS[name])[0]
-        for rep in range(args.repeat):
-            total, first, chunks = timed_stream(engine, TEXTS[name])
-            runs.append((total, first))
-            if total > args.long_seconds:
-                break
-        samples = sum(len(a) for _, a in chunks)
-        result["texts"][name] = {
-            "total_s": statistics.median(t for t, _ in runs),
-            "first_audio_s": statistics.median(f for _, f in runs),
-            "runs": len(runs),
-            "audio_s": samples / SAMPLE_RATE,
-            "chunks": [p for p, _ in chunks],
-        }
+    print(READY, flush=True)
+    first_runs: dict[str, float] = {}
+    for line in sys.stdin:
+        name = line.strip()
+        run: dict = {}
+        if engine.warm_each_text and name not in first_runs:
+            first_runs[name] = run["first_run_s"] = timed_stream(engine, TEXTS[name])[0]
+        total, first, chunks = timed_stream(engine, TEXTS[name])
+        run |= {"total_s": total, "first_audio_s": first,
+                "audio_s": sum(len(a) for _, a in chunks) / SAMPLE_RATE,
+                "chunks": [p for p, _ in chunks]}
+        print(RUN + json.dumps(run), flush=True)
     if args.child == "tvm":
         result["chunk_limit"] = getattr(engine.synth, "chunk_limit", None)
     print(RESULT + json.dumps(result), flush=True)
@@ -728,12 +731,102 @@ def fresh(args: argparse.Namespace, spec: dict, text: str, wav: Path) -> dict:
     return {k: out[k] for k in ("total_s", "first_audio_s", "peak_rss_mb")}
 
 
-def warm(args: argparse.Namespace, spec: dict) -> dict:
-    command = child_command(args, spec, "--texts", ",".join(args.texts),
-                            "--repeat", str(args.repeat), "--long-seconds", str(args.long_seconds))
-    out = run_child(command, args.timeout * (1 + len(args.texts) * args.repeat))
-    got = child_result(out)
-    return got if "error" in got else got | {"peak_rss_mb": out["peak_rss_mb"]}
+class WarmChild:
+    """A warm_child process: started, then asked for one text at a time."""
+
+    def __init__(self, args: argparse.Namespace, spec: dict):
+        import threading
+
+        self.proc = subprocess.Popen(child_command(args, spec), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.err: list[str] = []
+        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()
+        self.timeout = args.timeout
+        self.error: dict | None = None
+        self._line(READY)
+
+    def _line(self, prefix: str) -> str | None:
+        """The child's next stdout line starting with ``prefix`` (its rest), or None (and
+        self.error) if it exits or takes longer than the timeout first."""
+        import threading
+
+        timer = threading.Timer(self.timeout, self.proc.kill)
+        timer.start()
+        try:
+            for line in self.proc.stdout:
+                if line.startswith(prefix):
+                    return line[len(prefix):]
+        finally:
+            timer.cancel()
+        self.finish()
+        return None
+
+    def run(self, text: str) -> dict | None:
+        if self.error is not None:
+            return None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+        line = self._line(RUN)
+        return None if line is None else json.loads(line)
+
+    def finish(self) -> dict:
+        """Close stdin; the child's RESULT with its peak RSS, or its error."""
+        if self.error is not None:
+            return self.error
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        line = None
+        if self.proc.poll() is None:
+            for out in self.proc.stdout:
+                if out.startswith(RESULT):
+                    line = out[len(RESULT):]
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if line is None or code != 0:
+            self.error = failure({"returncode": code, "stderr": "".join(self.err)})
+            return self.error
+        return json.loads(line) | {"peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def warm(args: argparse.Namespace, specs: dict[str, dict], engines: list[str]) -> dict:
+    """Every engine's warm results: the module docstring's "warm"."""
+    children = {}
+    for engine in engines:  # loaded one after another, so that no load slows another's
+        print(f"warm {engine} ...", flush=True)
+        children[engine] = WarmChild(args, specs[engine])
+    texts: dict[str, dict] = {e: {} for e in engines}
+    first_runs: dict[str, dict[str, float]] = {}
+    for name in args.texts:
+        runs: dict[str, list[dict]] = {e: [] for e in engines}
+        for _ in range(args.repeat):
+            for engine, child in children.items():
+                done = runs[engine]
+                if done and done[0]["total_s"] > args.long_seconds:
+                    continue
+                time.sleep(SETTLE_S)
+                got = child.run(name)
+                if got is not None:
+                    done.append(got)
+        for engine, done in runs.items():
+            if not done:
+                continue
+            texts[engine][name] = {
+                "total_s": statistics.median(r["total_s"] for r in done),
+                "first_audio_s": statistics.median(r["first_audio_s"] for r in done),
+                "runs": len(done), "audio_s": done[-1]["audio_s"], "chunks": done[-1]["chunks"],
+            }
+            if "first_run_s" in done[0]:
+                first_runs.setdefault(engine, {})[name] = done[0]["first_run_s"]
+    results = {}
+    for engine, child in children.items():
+        got = child.finish()
+        if "error" not in got:
+            got |= {"texts": texts[engine]} | (
+                {"first_run_s": first_runs[engine]} if engine in first_runs else {})
+        results[engine] = got
+    return results
 
 
 def warm_rss(args: argparse.Namespace, spec: dict, text: str) -> dict:
@@ -1001,11 +1094,10 @@ def main(argv=None) -> int:
                         f"{got['total_s']:7.2f} s, first audio {fmt(got['first_audio_s'])} s, "
                         f"{got['peak_rss_mb']:.0f} MB" if "total_s" in got
                         else f"failed: {got['error']}"), flush=True)
-        for engine in engines:
-            print(f"warm {engine} ...", flush=True)
-            result["warm"][engine] = warm(args, specs[engine])
-            if "error" in result["warm"][engine]:
-                print(f"warm {engine} failed: {result['warm'][engine]['error']}", flush=True)
+        result["warm"] = warm(args, specs, engines)
+        for engine, got in result["warm"].items():
+            if "error" in got:
+                print(f"warm {engine} failed: {got['error']}", flush=True)
         if not args.skip_rss:
             for text in args.texts:
                 for engine in engines:
