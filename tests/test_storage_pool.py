@@ -29,12 +29,6 @@ def pool():
     class Pool:
         alloc = staticmethod(tvm_ffi.get_global_func(kernels.ALLOC_STORAGE))
         clear = staticmethod(tvm_ffi.get_global_func(kernels.STORAGE_POOL_CLEAR))
-        trim = staticmethod(tvm_ffi.get_global_func(kernels.STORAGE_POOL_TRIM))
-
-        @staticmethod
-        def untrimmed() -> int:
-            """Cached bytes whose pages the next trim gives back."""
-            return int(tvm_ffi.get_global_func(kernels.STORAGE_POOL_STATS)()[4])
 
         @staticmethod
         def cached() -> tuple[int, int]:
@@ -116,23 +110,6 @@ def test_a_request_no_cached_buffer_fits_releases_the_largest_cached_one(pool):
     del large
 
 
-def test_a_large_freed_buffer_keeps_its_pages_until_the_trim(pool):
-    """Within a stage call a freed buffer's pages serve the tensors that reuse it; the
-    call's end (StageRunner) gives back those past the first 4 MiB."""
-    pool.clear()
-    small, large = pool.storage(1_000_000), pool.storage(20_000_000)
-    del small, large
-    untrimmed = pool.untrimmed()
-    assert 20_000_000 <= untrimmed <= 20_000_000 * 9 // 8  # only buffers of 8 MiB or more
-    again = pool.storage(19_000_000)  # reused: its pages serve the new tensor
-    assert pool.untrimmed() == 0
-    del again
-    assert pool.untrimmed() == untrimmed
-    pool.trim()
-    assert pool.untrimmed() == 0 and pool.cached()[1] == 2  # still cached, pages given back
-    pool.clear()
-
-
 def test_bad_size_is_a_clear_error(pool):
     with pytest.raises(ValueError, match=r"kokoro_ext.alloc_storage: size must be \(nbytes,\)"):
         pool.alloc(tvm_ffi.Shape([-1]), tvm_ffi.dtype("uint8"))
@@ -161,4 +138,3 @@ def test_compiled_stage_reuses_its_buffers_at_any_length(pool):
     # The calls' buffers went back to the pool, and the shorter calls found theirs there.
     assert after_first[1] >= 1, after_first
     assert pool.cached()[1] == after_first[1], (after_first, pool.cached())
-    assert pool.untrimmed() == 0  # each call's end gave back its freed buffers' pages

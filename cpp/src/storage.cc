@@ -22,20 +22,13 @@
  * varied lengths the cached buffers' pages added up to more than any one input needs
  * (a warm process grew by 180 MB over the twenty chunks of a 400-word page).  A freed
  * buffer of kReleaseBytes or more therefore gives back its pages past the first
- * kKeptBytes (MADV_DONTNEED) when the stage call that freed it returns
- * (kokoro_ext.storage_pool_trim, called by kokoro_ext.run.runner): a short input's
- * tensors stay resident, a long one's are faulted in again on the next call, on huge
- * pages (the buffer is allocated with MADV_HUGEPAGE), a fault per 2 MiB.  Within a call
- * a freed buffer keeps its pages for the tensors that reuse it: given back at every
- * free, the generator's buffers were faulted in again and again, 3% of a long chunk's
- * time in zeroing pages.
+ * kKeptBytes (MADV_DONTNEED) as it goes into the cache: a short input's tensors stay
+ * resident, a long one's are faulted in again, on huge pages (the buffer is allocated
+ * with MADV_HUGEPAGE), a fault per 2 MiB.
  *
  *   kokoro_ext.alloc_storage(size, dtype) -> vm.Storage   size Shape (nbytes,), on the CPU
  *   kokoro_ext.storage_pool_stats() -> Shape (cached bytes, cached buffers, bytes in use,
- *                                             most bytes in use at once, cached bytes
- *                                             whose pages the next trim gives back)
- *   kokoro_ext.storage_pool_trim()    gives back the pages of the buffers freed since the
- *                                     last trim, past their first kKeptBytes
+ *                                             most bytes in use at once)
  *   kokoro_ext.storage_pool_clear()   frees every cached buffer
  */
 #include <tvm/ffi/container/shape.h>
@@ -115,8 +108,10 @@ class StoragePool final : public Allocator {
   }
 
   void Free(const Buffer& buffer) final {
+    if (buffer.size >= kReleaseBytes) {
+      ReleasePages(static_cast<char*>(buffer.data) + kKeptBytes, buffer.size - kKeptBytes);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
-    if (buffer.size >= kReleaseBytes) untrimmed_.emplace(buffer.data, buffer.size);
     used_bytes_ -= buffer.size;
     free_.emplace(buffer.size, buffer.data);
     cached_bytes_ += buffer.size;
@@ -127,17 +122,7 @@ class StoragePool final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, data] : free_) std::free(data);
     free_.clear();
-    untrimmed_.clear();
     cached_bytes_ = 0;
-  }
-
-  /*! \brief The pages past kKeptBytes of the cached buffers freed since the last trim. */
-  void Trim() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [data, size] : untrimmed_) {
-      ReleasePages(static_cast<char*>(data) + kKeptBytes, size - kKeptBytes);
-    }
-    untrimmed_.clear();
   }
 
   size_t UsedMemory() const final {
@@ -147,13 +132,10 @@ class StoragePool final : public Allocator {
 
   tvm::ffi::Shape Stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    size_t untrimmed = 0;
-    for (auto& [data, size] : untrimmed_) untrimmed += size;
     return tvm::ffi::Shape({static_cast<int64_t>(cached_bytes_),
                             static_cast<int64_t>(free_.size()),
                             static_cast<int64_t>(used_bytes_),
-                            static_cast<int64_t>(peak_used_bytes_),
-                            static_cast<int64_t>(untrimmed)});
+                            static_cast<int64_t>(peak_used_bytes_)});
   }
 
  private:
@@ -171,7 +153,6 @@ class StoragePool final : public Allocator {
   void FreeLargestCached() {
     auto largest = std::prev(free_.end());
     cached_bytes_ -= largest->first;
-    untrimmed_.erase(largest->second);
     std::free(largest->second);
     free_.erase(largest);
   }
@@ -183,7 +164,6 @@ class StoragePool final : public Allocator {
     if (it == free_.end()) return false;
     buffer->size = it->first;
     buffer->data = it->second;
-    untrimmed_.erase(it->second);  // in use again: its pages serve the new tensor
     cached_bytes_ -= it->first;
     free_.erase(it);
     return true;
@@ -191,7 +171,6 @@ class StoragePool final : public Allocator {
 
   mutable std::mutex mutex_;
   std::multimap<size_t, void*> free_;  // capacity -> buffer
-  std::map<void*, size_t> untrimmed_;   // cached buffers whose pages Trim gives back
   size_t cached_bytes_ = 0, used_bytes_ = 0, peak_used_bytes_ = 0;
 };
 
@@ -220,7 +199,6 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   refl::GlobalDef()
       .def("kokoro_ext.alloc_storage", AllocStorage)
       .def("kokoro_ext.storage_pool_stats", []() { return Pool().Stats(); })
-      .def("kokoro_ext.storage_pool_trim", []() { Pool().Trim(); })
       .def("kokoro_ext.storage_pool_clear", []() { Pool().Clear(); });
 }
 

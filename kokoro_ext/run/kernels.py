@@ -49,7 +49,6 @@ LSTM_WEIGHTS_Q8 = "kokoro_ext.lstm_weights_q8"
 # storage.cc: the VM's storage pool (kokoro_ext.build.passes.memory)
 ALLOC_STORAGE = "kokoro_ext.alloc_storage"
 STORAGE_POOL_STATS = "kokoro_ext.storage_pool_stats"
-STORAGE_POOL_TRIM = "kokoro_ext.storage_pool_trim"
 STORAGE_POOL_CLEAR = "kokoro_ext.storage_pool_clear"
 # noise.cc (kokoro_ext.run.noise)
 SOURCE_NOISE = "kokoro_ext.source_noise"

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import tvm_ffi
 
-from kokoro_ext.run import kernels, native
+from kokoro_ext.run import native
 from kokoro_ext.run.threads import configure_thread_pool
 from kokoro_ext.run.weights import ALIGN
 
@@ -95,18 +95,12 @@ class StageRunner:
         # DLPack: memory-mapped weights reach main without a copy (their pages are read
         # from the file when a kernel first touches them)
         self._weights = [to_tensor(w, copy=False) for w in weights]
-        # the storage pool keeps the pages of buffers freed during a call for the call's
-        # other tensors, and gives them back when it returns (cpp/src/storage.cc)
-        self._trim = tvm_ffi.get_global_func(kernels.STORAGE_POOL_TRIM)
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
-        try:
-            out = self._main(*(to_tensor(_numpy(a)) for a in args), *self._weights)
-            if isinstance(out, tvm_ffi.Tensor):
-                return [to_numpy(out)]
-            return [to_numpy(o) for o in out]
-        finally:
-            self._trim()
+        out = self._main(*(to_tensor(_numpy(a)) for a in args), *self._weights)
+        if isinstance(out, tvm_ffi.Tensor):
+            return [to_numpy(out)]
+        return [to_numpy(o) for o in out]
 
 
 class NamedStage:
