@@ -61,6 +61,15 @@ void RequireBf16(const char* kernel) {
   }
 }
 
+/*! \brief A row's scale and zero point (QuantizeRowsInt8) from its range [lo, hi]. */
+inline void RowStep(float lo, float hi, float* scale, int32_t* zero) {
+  lo = std::min(lo, 0.f);
+  hi = std::max(hi, 0.f);
+  const float s = hi > lo ? (hi - lo) / 255.f : 1.f;
+  *scale = s;
+  *zero = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / s), 0.f, 255.f));
+}
+
 #ifdef KOKORO_EXT_HAS_X86_KERNELS
 namespace {
 
@@ -319,18 +328,6 @@ KOKORO_EXT_VNNI_TARGET void QuadFilterKernel(const int8_t* taps, int64_t quads, 
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(sum), total);
 }
 
-}  // namespace
-#endif  // KOKORO_EXT_HAS_X86_KERNELS
-
-/*! \brief A row's scale and zero point (QuantizeRowsInt8) from its range [lo, hi]. */
-inline void RowStep(float lo, float hi, float* scale, int32_t* zero) {
-  lo = std::min(lo, 0.f);
-  hi = std::max(hi, 0.f);
-  const float s = hi > lo ? (hi - lo) / 255.f : 1.f;
-  *scale = s;
-  *zero = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / s), 0.f, 255.f));
-}
-
 KOKORO_EXT_VNNI_TARGET void QuantizeRowKernel(const float* x, int64_t K, int64_t quads,
                                               int64_t cols, float* scale, int32_t* zero,
                                               uint8_t* dst) {
@@ -360,6 +357,10 @@ KOKORO_EXT_VNNI_TARGET void QuantizeRowKernel(const float* x, int64_t K, int64_t
     }
   }
 }
+
+}  // namespace
+
+#endif  // KOKORO_EXT_HAS_X86_KERNELS
 
 float QuantizeColumnsInt8(const float* x, int64_t C_in, int64_t row_stride, int64_t T,
                           int64_t t0, int64_t cols, uint8_t* dst) {
