@@ -36,7 +36,9 @@ waveform SNR against the ``--artifacts`` build per sentence (``snr_vs_tvm``).  W
 ``--artifacts`` a float32-products build (``--precision fp32``) and ``--build int8=DIR``
 the default one, this is a reduced precision's distance from float32.  The SNR of a
 whole waveform is bounded by the prosody stage's F0 (the harmonic source integrates it
-into a phase), so it is low for any change there; WER is what tells.
+into a phase), so it is low for any change there; WER is what tells.  Where a build
+predicts other durations (the default build's int8 text stage moves some by a frame),
+the waveforms do not line up and the table gives the difference in frames instead.
 
 ``--set written`` speaks WRITTEN instead: sentences full of numbers, money, dates and
 abbreviations, scored against their spoken form (kokoro_ext.text.normalize), into
@@ -365,11 +367,14 @@ def run(args: argparse.Namespace) -> dict:
             row["word_start_errors"] = word_start_errors(synth, text, said, phonemes, trace, aligner)
         for engine, other in others.items():
             started = time.perf_counter()
-            samples = other.synthesize_phonemes(phonemes, voice=voice, seed=args.seed).audio
+            other_trace = other.synthesize_phonemes(phonemes, voice=voice, seed=args.seed)
+            samples = other_trace.audio
             row["seconds"][engine] = time.perf_counter() - started
             audio[engine] = (samples, SAMPLE_RATE)
             if trace is not None and len(samples) == len(trace.audio):
                 row["snr_vs_tvm"][engine] = snr_db(samples, trace.audio)
+            elif trace is not None:  # other durations: the waveforms do not line up
+                row.setdefault("frames_vs_tvm", {})[engine] = other_trace.frames - trace.frames
         if pytorch is not None:
             spectrum = trace.stages["source"]["spectrum"] if trace is not None else None
             started = time.perf_counter()
@@ -477,9 +482,15 @@ def format_tables(result: dict) -> str:
     builds = list(result.get("builds", {}))
     for e in builds:
         snrs = [r["snr_vs_tvm"][e] for r in result["rows"] if e in r["snr_vs_tvm"]]
+        moved = sum(e in r.get("frames_vs_tvm", {}) for r in result["rows"])
         if snrs:
             lines.append(f"waveform {e} vs tvm (same phonemes, voice, seed): SNR min "
-                         f"{min(snrs):.1f} dB, median {float(np.median(snrs)):.1f} dB")
+                         f"{min(snrs):.1f} dB, median {float(np.median(snrs)):.1f} dB"
+                         + (f" over the {len(snrs)} sentences of the same durations" if moved else ""))
+        if moved:
+            lines.append(f"durations {e} vs tvm: {moved} of {len(result['rows'])} sentences "
+                         "last other numbers of frames (the table's +/-N fr), their waveforms "
+                         "not comparable sample by sample")
     lines += [
         "",
         f"{'#':>2} {'SNR dB':>7} " + "".join(f" {e + ' dB':>14}" for e in builds)
@@ -487,7 +498,11 @@ def format_tables(result: dict) -> str:
     ]
     for i, r in enumerate(result["rows"]):
         snr = f"{r['snr_db']:.1f}" if r["snr_db"] is not None else "-"
-        vs = "".join(f" {r['snr_vs_tvm'].get(e, float('nan')):>14.1f}" for e in builds)
+        vs = "".join(
+            f" {r['snr_vs_tvm'][e]:>14.1f}" if e in r["snr_vs_tvm"]
+            else f" {r['frames_vs_tvm'][e]:>+11d} fr" if e in r.get("frames_vs_tvm", {})
+            else f" {'-':>14}"
+            for e in builds)
         lines.append(
             f"{i:>2} {snr:>7}{vs} " + " ".join(f"{r['errors'][e]:>9}" for e in engines)
             + f"  {r['text']}"

@@ -192,3 +192,35 @@ def test_peak_rss_reset():
     if not user.reset_peak_rss():
         pytest.skip("this kernel refuses the high-water mark reset")
     assert user.peak_rss_mb() < before - 150
+
+
+def test_warm_engines_take_turns_on_every_text(monkeypatch):
+    """All warm engines are loaded first, then each round runs a text on every engine in
+    turn; a text slower than --long-seconds on an engine is run there once."""
+    import argparse
+
+    calls = []
+
+    class Child:
+        def __init__(self, args, spec):
+            self.kind = spec["kind"]
+            calls.append(("load", self.kind))
+
+        def run(self, text):
+            calls.append((self.kind, text))
+            slow = self.kind == "eager" and text == "page"
+            return {"total_s": 100.0 if slow else 1.0, "first_audio_s": 0.5, "audio_s": 2.0,
+                    "chunks": [text]}
+
+        def finish(self):
+            return {"load_s": 0.1, "warm_up_s": 0.2, "peak_rss_mb": 10.0}
+
+    monkeypatch.setattr(user, "WarmChild", Child)
+    monkeypatch.setattr(user, "SETTLE_S", 0)
+    args = argparse.Namespace(texts=["word", "page"], repeat=2, long_seconds=30)
+    got = user.warm(args, {"tvm": {"kind": "tvm"}, "eager": {"kind": "eager"}}, ["tvm", "eager"])
+    assert calls == [("load", "tvm"), ("load", "eager"),
+                     ("tvm", "word"), ("eager", "word"), ("tvm", "word"), ("eager", "word"),
+                     ("tvm", "page"), ("eager", "page"), ("tvm", "page")]
+    assert got["tvm"]["texts"]["word"]["runs"] == 2 and got["eager"]["texts"]["page"]["runs"] == 1
+    assert got["eager"]["texts"]["page"]["total_s"] == 100.0 and got["tvm"]["peak_rss_mb"] == 10.0
