@@ -484,9 +484,9 @@ def format_tables(result: dict) -> str:
         snrs = [r["snr_vs_tvm"][e] for r in result["rows"] if e in r["snr_vs_tvm"]]
         moved = sum(e in r.get("frames_vs_tvm", {}) for r in result["rows"])
         if snrs:
+            same = f" over the {len(snrs)} sentences of the same durations" if moved else ""
             lines.append(f"waveform {e} vs tvm (same phonemes, voice, seed): SNR min "
-                         f"{min(snrs):.1f} dB, median {float(np.median(snrs)):.1f} dB"
-                         + (f" over the {len(snrs)} sentences of the same durations" if moved else ""))
+                         f"{min(snrs):.1f} dB, median {float(np.median(snrs)):.1f} dB{same}")
         if moved:
             lines.append(f"durations {e} vs tvm: {moved} of {len(result['rows'])} sentences "
                          "last other numbers of frames (the table's +/-N fr), their waveforms "

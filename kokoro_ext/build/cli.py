@@ -98,10 +98,10 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
         "--precision",
         choices=PRECISIONS,
         default="auto",
-        help="what the convolutions on int8 weights multiply in: auto (default) int8 where "
+        help="what the layers on int8 weights multiply in: auto (default) int8 where "
         "the target has AVX512_VNNI, else bf16 where it has AVX512_BF16, else fp32; int8 "
-        "(int8 x int8, the inputs quantized per tile), bf16, or fp32 (the float32 "
-        "build's arithmetic)",
+        "(int8 x int8, the inputs quantized per tile or per row), bf16, or fp32 (the "
+        "float32 build's arithmetic)",
     )
     return BuildOptions(**vars(parser.parse_args(argv)))
 

@@ -115,7 +115,7 @@ def compile_stage(
     records, for the library's transform (``transform_weights``, on the exported library:
     running a VM on the executable before its export would add a memory scope entry per
     constant to what it saves, and a warning per entry to every load).  ``products``:
-    what its convolutions on int8 weights multiply in (kokoro_ext.build.precision)."""
+    what its layers on int8 weights multiply in (kokoro_ext.build.precision)."""
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     dynamic = spec.dynamic(model)

@@ -85,7 +85,7 @@ class BuildOptions:
     lstm_backend: LstmBackend = "native"
     dense: Literal["native", "tvm"] = "native"
     weight_dtype: WeightDtype = "auto"  # which weights are stored as int8 (build.precision)
-    precision: Precision = "auto"  # what convolutions on int8 weights multiply in (build.precision)
+    precision: Precision = "auto"  # what layers on int8 weights multiply in (build.precision)
 
 
 def resolve_weights(options: BuildOptions) -> Path | None:

@@ -54,7 +54,7 @@ class PipelineOptions:
     native_dense: bool = True
     #: The weight parameters (Relax names) stored as int8 (kokoro_ext.build.precision).
     int8_weights: frozenset[str] = frozenset()
-    #: What the convolutions on int8 weights multiply in (kokoro_ext.build.precision).
+    #: What the layers on int8 weights multiply in (kokoro_ext.build.precision).
     products: LayerProducts = LayerProducts()
     #: Compile ``main_transform_params`` alone, without ``main``.
     transform_only: bool = False

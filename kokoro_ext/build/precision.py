@@ -17,7 +17,7 @@ their int8 forms.  Its rows depend on the kernel: a conv1d filter [C_out, C_in, 
 per output channel, an LSTM's [D, 4H, I] input weights one per direction and gate, so a
 3-D weight is an LSTM's when its name says so (``LSTM_WEIGHTS``).
 
-The products (``--precision``) of the convolutions on int8 weights, chosen per layer by
+The products (``--precision``) of the layers on int8 weights, chosen per layer by
 measured error and speed (bench/quality.py's word error rate on the real model):
 
   fp32     float32: the int8 weights dequantized where the kernels read them (Winograd on

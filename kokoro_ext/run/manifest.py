@@ -208,7 +208,7 @@ class Manifest:
     dense: str
     #: which weights are stored as int8 (kokoro_ext.build.precision: auto, int8, float32)
     weight_dtype: str
-    #: what convolutions on int8 weights multiply in (kokoro_ext.build.precision: int8,
+    #: what layers on int8 weights multiply in (kokoro_ext.build.precision: int8,
     #: bf16, fp32)
     precision: str
     limits: Limits

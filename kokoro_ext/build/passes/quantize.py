@@ -14,10 +14,10 @@ a call on its float32 layout becomes the call on its int8 one:
                             -> lstm_q8(o, x, n, h0, c0, q1, s1, q2, s2, q3, s3, b)
 
 with (q, s) = taps_filter_q8(w), columns_q8(w) or lstm_weights_q8(w): the int8 values and
-a float32 scale per output channel (columns_q8_quads(w): the int8 values packed in quads
-for the int8 products, with each column's sum) (per layer, direction and gate row for the LSTM), which
-LiftTransformParams moves into the weight transform the build runs once, so they are what
-the build stores.  An LSTM is rewritten only when all three of its weights are chosen: the
+a float32 scale per output channel (per layer, direction and gate row for the LSTM), and
+(quads, sums, s) = columns_q8_quads(w): the int8 values packed in quads for the int8
+products, with each column's sum.  LiftTransformParams moves them into the weight
+transform the build runs once, so they are what the build stores.  An LSTM is rewritten only when all three of its weights are chosen: the
 kernel takes them all in one dtype.  The Winograd filter is then computed from the
 int8 taps at each call (cpp/src/winograd.cc), not stored: it is about twice the float32
 filter and eight times the int8 one.  The float32 layouts the rewritten calls took are
