@@ -149,6 +149,7 @@ def _columns(rng, k, n):
     q, scale = np.empty((k, n), np.int8), np.empty(n, np.float32)
     tvm_ffi.get_global_func(kernels.COLUMNS_Q8)(*_t(w, q, scale))
     quads = np.empty(((n + 7) // 8, (k + 3) // 4, 8, 4), np.int8)
+    assert tuple(tvm_ffi.get_global_func(kernels.COLUMNS_Q8_QUADS_SHAPE)(k, n)) == quads.shape
     sums, scale4 = np.empty(n, np.int32), np.empty(n, np.float32)
     lossy = tvm_ffi.get_global_func(kernels.COLUMNS_Q8_QUADS)(*_t(w, quads, sums, scale4))
     assert lossy == 0

@@ -24,8 +24,9 @@
  *     bias [N]   x [M, K]   w [K, N]   out [M, N]
  *   kokoro_ext.addmm_q8(bias, x, q, scale, out)      addmm on an int8 weight, scale per column
  *   kokoro_ext.addmm_q8_int8(bias, x, quads, sums, scale, out)   the same in int8 products
- *     (low_precision.h), each row of x quantized with its own scale
+ *     (low_precision.h), each row of x quantized with a scale and zero point of its own
  *     quads [ceil(N / 8), ceil(K / 4), 8, 4] int8   sums [N] int32   scale [N]
+ *   kokoro_ext.columns_q8_quads_shape(K, N) -> Shape [ceil(N / 8), ceil(K / 4), 8, 4]
  *   kokoro_ext.bmm(x, w, out)                        out[b] = x[b] @ w[b]
  *     x [B, M, K]   w [B, K, N]   out [B, M, N]
  *
@@ -561,6 +562,18 @@ std::vector<int64_t> QuadColumnsShape(int64_t K, int64_t N) {
   return {PackedBlocks(N), (K + 3) / 4, kPack, 4};
 }
 
+/*! \brief The checks of a [K, N] weight in columns_q8_quads' layout: quads, sums, scale. */
+void CheckQuadColumns(const char* kName, const tvm::ffi::TensorView& quads,
+                      const tvm::ffi::TensorView& sums, const tvm::ffi::TensorView& scale,
+                      int64_t K, int64_t N) {
+  CheckInt8Cpu(kName, "quads", quads, 4);
+  CheckShape(kName, "quads", quads, QuadColumnsShape(K, N));
+  CheckCpuTensor(kName, "sums", sums, 1, kDLInt, 32, "int32");
+  CheckShape(kName, "sums", sums, {N});
+  CheckFloat32Cpu(kName, "scale", scale, 1);
+  CheckShape(kName, "scale", scale, {N});
+}
+
 /*!
  * \brief w [K, N] quantized per column as columns_q8 does, its int8 values packed for the
  *  int8 products (low_precision.h, the filter of a one-tap convolution): quads [ceil(N /
@@ -572,12 +585,7 @@ int64_t ColumnsQ8Quads(tvm::ffi::TensorView w, tvm::ffi::TensorView quads,
   constexpr const char* kName = "kokoro_ext.columns_q8_quads";
   CheckFloat32Cpu(kName, "w", w, 2);
   const int64_t K = w.shape()[0], N = w.shape()[1];
-  CheckInt8Cpu(kName, "quads", quads, 4);
-  CheckShape(kName, "quads", quads, QuadColumnsShape(K, N));
-  CheckCpuTensor(kName, "sums", sums, 1, kDLInt, 32, "int32");
-  CheckShape(kName, "sums", sums, {N});
-  CheckFloat32Cpu(kName, "scale", scale, 1);
-  CheckShape(kName, "scale", scale, {N});
+  CheckQuadColumns(kName, quads, sums, scale, K, N);
   std::vector<int8_t> q(K * N);
   const int64_t lossy =
       QuantizeRows(DataPtr<const float>(w), N, K, 1, N, q.data(), 1, N, DataPtr<float>(scale));
@@ -615,12 +623,7 @@ void AddmmQ8Int8(tvm::ffi::TensorView bias, tvm::ffi::TensorView x, tvm::ffi::Te
   CheckFloat32Cpu(kName, "x", x, 2);
   CheckFloat32Cpu(kName, "out", out, 2);
   const int64_t M = x.shape()[0], K = x.shape()[1], N = bias.shape()[0];
-  CheckInt8Cpu(kName, "quads", quads, 4);
-  CheckShape(kName, "quads", quads, QuadColumnsShape(K, N));
-  CheckCpuTensor(kName, "sums", sums, 1, kDLInt, 32, "int32");
-  CheckShape(kName, "sums", sums, {N});
-  CheckFloat32Cpu(kName, "scale", scale, 1);
-  CheckShape(kName, "scale", scale, {N});
+  CheckQuadColumns(kName, quads, sums, scale, K, N);
   CheckShape(kName, "out", out, {M, N});
   RequireVnni(kName);
   if (M == 0) return;
@@ -695,6 +698,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("kokoro_ext.conv1d_taps_q8_int8", Conv1dTapsQ8Int8)
       .def("kokoro_ext.columns_q8", ColumnsQ8)
       .def("kokoro_ext.addmm_q8", AddmmQ8)
+      .def("kokoro_ext.columns_q8_quads_shape",
+           [](int64_t K, int64_t N) { return tvm::ffi::Shape(QuadColumnsShape(K, N)); })
       .def("kokoro_ext.columns_q8_quads", ColumnsQ8Quads)
       .def("kokoro_ext.addmm_q8_int8", AddmmQ8Int8)
       .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)

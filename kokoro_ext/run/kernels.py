@@ -31,6 +31,7 @@ COLUMNS_Q8 = "kokoro_ext.columns_q8"
 CONV1D_TAPS_Q8_BF16 = "kokoro_ext.conv1d_taps_q8_bf16"
 CONV1D_TAPS_Q8_INT8 = "kokoro_ext.conv1d_taps_q8_int8"
 COLUMNS_Q8_QUADS = "kokoro_ext.columns_q8_quads"
+COLUMNS_Q8_QUADS_SHAPE = "kokoro_ext.columns_q8_quads_shape"
 ADDMM_Q8_INT8 = "kokoro_ext.addmm_q8_int8"
 ADDMM_Q8 = "kokoro_ext.addmm_q8"
 # winograd.cc

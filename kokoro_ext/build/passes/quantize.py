@@ -17,8 +17,8 @@ with (q, s) = taps_filter_q8(w), columns_q8(w) or lstm_weights_q8(w): the int8 v
 a float32 scale per output channel (per layer, direction and gate row for the LSTM), and
 (quads, sums, s) = columns_q8_quads(w): the int8 values packed in quads for the int8
 products, with each column's sum.  LiftTransformParams moves them into the weight
-transform the build runs once, so they are what the build stores.  An LSTM is rewritten only when all three of its weights are chosen: the
-kernel takes them all in one dtype.  The Winograd filter is then computed from the
+transform the build runs once, so they are what the build stores.  An LSTM is rewritten
+only when all three of its weights are chosen: the kernel takes them all in one dtype.  The Winograd filter is then computed from the
 int8 taps at each call (cpp/src/winograd.cc), not stored: it is about twice the float32
 filter and eight times the int8 one.  The float32 layouts the rewritten calls took are
 dropped, so nothing stores them.
@@ -152,7 +152,8 @@ class _Rewriter(relax.PyExprMutator):
                 return None
             k, n = (int(v) for v in w.ty.shape.values)
             if self.products.linear == "int8" and _over_sequence(x):
-                quads = [(n + _KPACK - 1) // _KPACK, (k + 3) // 4, _KPACK, 4]
+                layout = tvm_ffi.get_global_func(kernels.COLUMNS_Q8_QUADS_SHAPE)
+                quads = [int(d) for d in layout(k, n)]
                 packed = self._quantized(
                     kernels.COLUMNS_Q8_QUADS, w, (quads, "int8"), ([n], "int32"), ([n], "float32")
                 )
