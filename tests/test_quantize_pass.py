@@ -19,8 +19,14 @@ from tvm.script import tirx as T
 from kokoro_ext.build.export import PackedLSTM
 from kokoro_ext.build.passes import quantize_weights
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
-from kokoro_ext.build.precision import LSTM_WEIGHTS, LayerProducts, int8_weights, lossy_rows
-from kokoro_ext.run import native
+from kokoro_ext.build.precision import (
+    LSTM_WEIGHTS,
+    PRECISION_FEATURES,
+    LayerProducts,
+    int8_weights,
+    lossy_rows,
+)
+from kokoro_ext.run import cpu, native
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -239,6 +245,7 @@ QUANTIZED = """\
     (DIRECT, LayerProducts(), "kokoro_ext.conv1d_taps_q8"),
     (DIRECT, LayerProducts(direct="bf16"), "kokoro_ext.conv1d_taps_q8_bf16"),
     (DIRECT, LayerProducts(long="int8"), "kokoro_ext.conv1d_taps_q8"),
+    (DIRECT, LayerProducts(long="int8", direct="int8"), "kokoro_ext.conv1d_taps_q8_int8"),
     (LONG, LayerProducts(), "kokoro_ext.conv1d_winograd_q8_if_pays"),
     (LONG, LayerProducts(direct="bf16"), "kokoro_ext.conv1d_winograd_q8_if_pays"),
     (LONG, LayerProducts(long="int8", direct="bf16"), "kokoro_ext.conv1d_taps_q8_int8"),
@@ -300,3 +307,106 @@ SEQUENCE_INT8 = """\
 def test_a_linear_layer_over_a_sequence_takes_the_int8_products_of_its_build(products, expected):
     after = quantize_weights(frozenset({"p_w"}), products)(_linear_module(LINEAR))
     tvm.ir.assert_structural_equal(after, _linear_module(expected))
+
+
+# -- transposed convolutions: polyphase, int8 products -----------------------------------------
+
+
+def _transposed_module(body: str, w_shape=(8, 4, 4), options=(2, 1, 0)) -> tvm.IRModule:
+    """A module whose main runs ``body`` on x [1, 8, n] with a transposed convolution's
+    filter p_w [C_in, C_out, K] and bias p_b, its output [1, 4, 2 n]."""
+    return tvm.script.from_source(f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(
+        x: R.Tensor((1, 8, "n"), dtype="float32"),
+        p_w: R.Tensor({tuple(w_shape)}, dtype="float32"),
+        p_b: R.Tensor((4,), dtype="float32"),
+    ) -> R.Tensor((1, 4, "n * 2"), dtype="float32"):
+        n = T.int64()
+        R.func_attr({{"num_input": 1}})
+        with R.dataflow():
+{body.format(options=list(options))}
+            R.output(y)
+        return y
+""", extra_vars={"I": I, "R": R, "T": T, "np": np})
+
+
+TRANSPOSED = """\
+            y = R.call_dps_packed("kokoro_ext.conv1d_transpose", (R.shape({options}), x, p_w, p_b), out_ty=R.Tensor((1, 4, n * 2), dtype="float32"))"""
+# stride 2, pad 1: phase 0 is taps 3 and 1 over x[n - 1] and x[n], phase 1 taps 2 and 0
+# over x[n] and x[n + 1], the same two-tap convolution read one column later
+POLYPHASE = """\
+            w2 = R.reshape(R.permute_dims(R.reshape(R.take(p_w, R.const(np.array([3, 1, 2, 0])), axis=2), R.shape([8, 4, 2, 2])), axes=[1, 2, 0, 3]), R.shape([8, 8, 2]))
+            q = R.call_dps_packed("kokoro_ext.taps_filter_q8", (w2,), out_ty=[R.Tensor((1, 2, 8, 8), dtype="int8"), R.Tensor((8,), dtype="float32")])
+            b2 = R.repeat(p_b, 2, axis=0)
+            z = R.call_dps_packed("kokoro_ext.conv1d_taps_q8_int8", (R.shape([1, 1]), x, q[0], q[1], b2), out_ty=R.Tensor((1, 8, n + 1), dtype="float32"))
+            z4 = R.reshape(z, R.shape([1, 4, 2, n + 1]))
+            phases = R.concat((R.strided_slice(z4, axes=[2, 3], begin=[0, 0], end=[1, n], assume_inbound=True), R.strided_slice(z4, axes=[2, 3], begin=[1, 1], end=[2, n + 1], assume_inbound=True)), axis=2)
+            y = R.reshape(R.permute_dims(phases, axes=[0, 1, 3, 2]), R.shape([1, 4, n * 2]))"""
+
+
+def test_a_transposed_convolution_with_int8_products_becomes_polyphase_taps():
+    after = quantize_weights(frozenset(), LayerProducts(transposed="int8"))(
+        _transposed_module(TRANSPOSED)
+    )
+    tvm.ir.assert_structural_equal(after, _transposed_module(POLYPHASE))
+
+
+@pytest.mark.parametrize("w_shape, options, products", [
+    ((8, 4, 4), (2, 1, 0), LayerProducts(long="int8", direct="bf16", linear="int8")),
+    ((8, 4, 6), (2, 2, 0), LayerProducts(transposed="int8")),  # kernel 3 strides
+    ((8, 4, 4), (2, 1, 1), LayerProducts(transposed="int8")),  # output padding
+])
+def test_a_transposed_convolution_stays_float32_where_the_rule_does_not_apply(
+    w_shape, options, products
+):
+    before = _transposed_module(TRANSPOSED, w_shape, options)
+    tvm.ir.assert_structural_equal(quantize_weights(frozenset({"p_w"}), products)(before), before)
+
+
+def test_a_transposed_convolution_on_an_input_filter_stays_float32():
+    """A filter that is not a weight cannot be transformed once, at build time."""
+    before = _transposed_module(TRANSPOSED)
+    main = before["main"].with_attr("num_input", 2)
+    before = tvm.IRModule({"main": main})
+    after = quantize_weights(frozenset(), LayerProducts(transposed="int8"))(before)
+    tvm.ir.assert_structural_equal(after, before)
+
+
+@pytest.mark.skipif(not PRECISION_FEATURES["int8"] <= cpu.HostCPU.detect().enabled,
+                    reason="this CPU lacks AVX512_VNNI")
+@pytest.mark.parametrize("stride", [2, 6, 10])
+def test_polyphase_int8_transposed_convolution_computes_the_float32_one(stride):
+    """Kokoro's upsampling shapes in small (kernel 2 stride, padding stride / 2) through
+    the build's pipeline: the int8 polyphase form is the float32 transposed convolution
+    up to int8 quantization of both operands (about 40 dB), phase for phase."""
+    rng = np.random.default_rng(stride)
+    c_in, c_out, n = 32, 16, 50
+    taps, pad = 2 * stride, stride // 2
+    w = rng.standard_normal((c_in, c_out, taps), dtype=np.float32) * 0.1
+    b = rng.standard_normal(c_out, dtype=np.float32)
+    x = rng.standard_normal((1, c_in, n), dtype=np.float32)
+    module = torch.nn.ConvTranspose1d(c_in, c_out, taps, stride, pad).eval()
+    with torch.no_grad():
+        module.weight.copy_(torch.from_numpy(w))
+        module.bias.copy_(torch.from_numpy(b))
+        want = module(torch.from_numpy(x)).numpy()
+    from tvm.relax.frontend import detach_params
+    from tvm.relax.frontend.torch import from_exported_program
+
+    program = torch.export.export(module, (torch.from_numpy(x),))
+    mod, params = detach_params(from_exported_program(program, keep_params_as_input=True))
+    target = tvm.target.Target("llvm")
+    options = PipelineOptions(products=LayerProducts(transposed="int8"))
+    executable = tvm.compile(mod, target=target,
+                             relax_pipeline=get_default_pipeline(target, options))
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    stored = vm["main_transform_params"]([tvm.runtime.tensor(p.numpy()) for p in params["main"]])
+    assert any(np.from_dlpack(s).dtype == np.int8 for s in stored)
+    got = vm["main"](tvm.runtime.tensor(x), *stored)
+    got = got[0].numpy()  # main returns a tuple of its one output
+    assert got.shape == want.shape == (1, c_out, n * stride)
+    snr = 20 * np.log10(np.linalg.norm(want) / np.linalg.norm(got - want))
+    assert snr > 35, snr

@@ -267,18 +267,14 @@ void Conv1dTapsQ8Bf16(tvm::ffi::Shape options, tvm::ffi::TensorView x,
  * \brief conv1d_taps_q8 with int8 products (kokoro_ext/low_precision.h): each tile of
  *  kColumnTile output columns quantizes its input window (over all channels) with a scale
  *  of its own, the int8 taps are used as they are, and the sums are exact; the two scales
- *  and the bias apply to them.  A number of input channels that is not a multiple of 4
- *  takes conv1d_taps_q8.
+ *  and the bias apply to them.  Input channels are taken in quads, the last one padded
+ *  with zero taps.
  */
 void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
                       tvm::ffi::TensorView taps, tvm::ffi::TensorView scale,
                       tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.conv1d_taps_q8_int8";
   const ConvShape s = CheckQuantizedConvArgs(kName, options, x, taps, scale, bias, out);
-  if (s.C_in % 4 != 0) {
-    Conv1dTapsQ8(options, x, taps, scale, bias, out);
-    return;
-  }
   RequireVnni(kName);
   const int64_t B = s.B, C_in = s.C_in, T_in = s.T_in, C_out = s.C_out, K = s.K;
   const int64_t pad = s.pad, dilation = s.dilation, T_out = s.T_out;
@@ -286,14 +282,25 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   const float* ps = DataPtr<const float>(scale);
   const float* pb = DataPtr<const float>(bias);
   float* po = DataPtr<float>(out);
-  const int64_t packed = PackedBlocks(C_out), depth = K * C_in;
+  // Input channels in whole quads: a filter of C_in % 4 != 0 gets zero rows (whose input
+  // rows then count for nothing), the input rows of 128 (QuantizeColumnsInt8).
+  const int64_t C4 = (C_in + 3) / 4 * 4;
+  const int64_t packed = PackedBlocks(C_out), depth = K * C4;
+  const int8_t* filter = DataPtr<const int8_t>(taps);
+  if (C4 != C_in) {
+    int8_t* padded = reinterpret_cast<int8_t*>(Workspace<4>(packed * depth * kPack / 4));
+    for (int64_t bk = 0; bk < packed * K; ++bk) {
+      std::memcpy(padded + bk * C4 * kPack, filter + bk * C_in * kPack, C_in * kPack);
+      std::memset(padded + (bk * C4 + C_in) * kPack, 0, (C4 - C_in) * kPack);
+    }
+    filter = padded;
+  }
   // The taps in quads of input channels, once per call, with each channel's sum.
   int8_t* w = reinterpret_cast<int8_t*>(Workspace<0>(packed * depth * kPack / 4));
   int32_t* sums = reinterpret_cast<int32_t*>(Workspace<3>(packed * kPack));
   ParallelFor(packed, [&](int64_t ob) {
     const int64_t offset = ob * depth * kPack;
-    QuadFilterInt8(DataPtr<const int8_t>(taps) + offset, 1, K, C_in, w + offset,
-                   sums + ob * kPack);
+    QuadFilterInt8(filter + offset, 1, K, C4, w + offset, sums + ob * kPack);
   }, packed * depth * kPack >= kMinParallelFlops / 4);
   // Each tile's window: its columns rounded up, and the taps' reach past them.
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
@@ -305,12 +312,12 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   uint8_t* windows = nullptr;
   float* steps = nullptr;
   if (!whole_tiles) {
-    windows = reinterpret_cast<uint8_t*>(Workspace<1>(B * tiles * C_in * window / 4));
+    windows = reinterpret_cast<uint8_t*>(Workspace<1>(B * tiles * C4 * window / 4));
     steps = Workspace<5>(B * tiles);
     ParallelFor(B * tiles, [&](int64_t bt) {
       const int64_t b = bt / tiles, t0 = bt % tiles * kColumnTile;
       steps[bt] = QuantizeColumnsInt8(px + b * C_in * T_in, C_in, T_in, T_in, t0 - pad, window,
-                                      windows + bt * C_in * window);
+                                      windows + bt * C4 * window);
     }, B * C_in * T_in >= kMinParallelFlops / 16);
   }
   ForEachTapsItem(B, T_out, C_out, [&](const TapsItem& it) {
@@ -319,12 +326,12 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
     const uint8_t* own = nullptr;
     float step = 0.f;
     if (whole_tiles) {
-      uint8_t* quantized = reinterpret_cast<uint8_t*>(Workspace<4>(C_in * window / 4));
+      uint8_t* quantized = reinterpret_cast<uint8_t*>(Workspace<6>(C4 * window / 4));
       step = QuantizeColumnsInt8(px + b * C_in * T_in, C_in, T_in, T_in, t0 - pad, window,
                                  quantized);
       own = quantized;
     } else {
-      own = windows + bt * C_in * window;
+      own = windows + bt * C4 * window;
       step = steps[bt];
     }
     // Per row of the block: the zero point's share of the sums, and the two scales.
@@ -336,7 +343,7 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
     }
     const Int8Output y{po + (b * C_out + o0) * T_out + t0, T_out, rows, width, zero, scale,
                        pb + o0};
-    PackedProductInt8(w + o0 / kPack * depth * kPack, PackedBlocks(rows), K, C_in, own, window,
+    PackedProductInt8(w + o0 / kPack * depth * kPack, PackedBlocks(rows), K, C4, own, window,
                       dilation, cols, y);
   });
 }

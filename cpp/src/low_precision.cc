@@ -13,6 +13,7 @@
 // GCC 12 warns inside its own intrinsics (their _mm512_undefined_* operands) when they are
 // inlined into functions with a target attribute (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #define KOKORO_EXT_HAS_X86_KERNELS 1
 #define KOKORO_EXT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -367,24 +368,33 @@ float QuantizeColumnsInt8(const float* x, int64_t C_in, int64_t row_stride, int6
   // Columns of x in [t0, t0 + cols): [lo, hi) of the tile.
   const int64_t lo = std::min(cols, std::max<int64_t>(0, -t0));
   const int64_t hi = std::max(lo, std::min(cols, T - t0));
+  // Whole quads by the vector kernel; a last quad with fewer than 4 rows (the decoder's
+  // 514 and 1090 input channels), or every quad without it, by the portable loop below.
+  int64_t first = 0;
+  float s = 0.f;  // the scale, once known (it is never 0)
 #ifdef KOKORO_EXT_HAS_X86_KERNELS
   if (HostHasVnni()) {
     const float peak = PeakKernel(x + t0, C_in, row_stride, lo, hi);
-    const float s = peak > 0.f ? peak / 127.f : 1.f;
-    QuantizeKernel(x + t0, C_in / 4, row_stride, lo, hi, cols, 1.f / s, dst);
-    return s;
+    s = peak > 0.f ? peak / 127.f : 1.f;
+    first = C_in / 4;
+    QuantizeKernel(x + t0, first, row_stride, lo, hi, cols, 1.f / s, dst);
+    if (first * 4 == C_in) return s;
   }
 #endif
-  float peak = 0.f;
-  for (int64_t c = 0; c < C_in; ++c) {
-    const float* row = x + c * row_stride + t0;
-    for (int64_t q = lo; q < hi; ++q) peak = std::max(peak, std::abs(row[q]));
+  if (s == 0.f) {
+    float peak = 0.f;
+    for (int64_t c = 0; c < C_in; ++c) {
+      const float* row = x + c * row_stride + t0;
+      for (int64_t q = lo; q < hi; ++q) peak = std::max(peak, std::abs(row[q]));
+    }
+    s = peak > 0.f ? peak / 127.f : 1.f;
   }
-  const float s = peak > 0.f ? peak / 127.f : 1.f, inv = 1.f / s;
-  for (int64_t p = 0; p < C_in / 4; ++p) {
+  const float inv = 1.f / s;
+  for (int64_t p = first; p < (C_in + 3) / 4; ++p) {
     for (int64_t q = 0; q < cols; ++q) {
       for (int64_t j = 0; j < 4; ++j) {
-        const float v = q >= lo && q < hi ? x[(4 * p + j) * row_stride + t0 + q] : 0.f;
+        const int64_t c = 4 * p + j;
+        const float v = q >= lo && q < hi && c < C_in ? x[c * row_stride + t0 + q] : 0.f;
         dst[(p * cols + q) * 4 + j] = static_cast<uint8_t>(std::nearbyint(v * inv) + 128);
       }
     }

@@ -301,9 +301,10 @@ def _products(options: BuildOptions) -> Products:
     return products(options.precision, features, options.weight_dtype != "float32")
 
 
-def _layer_products(options: BuildOptions) -> LayerProducts:
-    """_products per layer: the long convolutions' and the others'."""
-    return layer_products(_products(options), target_features(parse_target(options.target)))
+def _layer_products(options: BuildOptions, stage: str) -> LayerProducts:
+    """_products per layer of ``stage``."""
+    features = target_features(parse_target(options.target))
+    return layer_products(_products(options), features, stage)
 
 
 def _stores_int8(entries: Iterable[StageEntry]) -> bool:
@@ -329,7 +330,7 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
         options.lstm_backend,
         native_dense=options.dense == "native",
         weight_dtype=options.weight_dtype,
-        products=_layer_products(options),
+        products=_layer_products(options, name),
     )
     file = artifacts.stage_file(name)
     path = staging / file

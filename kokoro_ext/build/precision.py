@@ -27,10 +27,18 @@ measured error and speed (bench/quality.py's word error rate on the real model):
            tile of 256 columns (kokoro_ext/low_precision.h): 1.4-2.2x float32 Winograd's
            speed; the linear layers over a sequence (ALBERT's, the predictor's) int8 x
            int8 with each input row quantized (as ONNX Runtime's dynamic quantization
-           does, per row): 2-4x the float32 product's speed; the other convolutions as
-           bf16 does where the target has AVX512_BF16, else float32.  int8 on every convolution (the text encoder's, the prosody
-           predictor's, the decoder's) cost 3 more recognition errors on the plain set,
-           against 2 fewer with it on the generator's alone.
+           does, per row): 2-4x the float32 product's speed; the generator's upsampling
+           (transposed) convolutions, whose weights the checkpoint holds in float32,
+           quantized at build time per output channel and phase and run as two-tap
+           int8 convolutions (kokoro_ext.build.passes.quantize): 3x float32's speed,
+           about 40 dB from it, no recognition error more on either set of
+           bench/quality.py; the decoder's other convolutions (1024 channels at the
+           frame rate) int8 too, each input tile quantized as the long ones' are; the
+           other stages' convolutions as bf16 does where the target has AVX512_BF16,
+           else float32.  int8 on the text encoder's and the prosody predictor's
+           convolutions as well cost 3 more recognition errors on the plain set; on the
+           decoder's, none (10 errors against the float32 build's 13, 33 against 32 on
+           the written set).
   bf16     the convolutions Winograd does not take, in bf16 x int8-as-bf16 with float32
            sums (AVX512_BF16); Winograd stays float32 (bf16 inputs through its transforms
            lose 10-30 dB).
@@ -146,15 +154,26 @@ class LayerProducts:
     input's length; a style vector's [1, in] stay float32)."""
 
     long: Literal["int8", "fp32"] = "fp32"
-    direct: Literal["bf16", "fp32"] = "fp32"
+    direct: Literal["int8", "bf16", "fp32"] = "fp32"
     linear: Literal["int8", "fp32"] = "fp32"
+    #: The generator's upsampling (transposed) convolutions, whose weights the checkpoint
+    #: holds in float32: int8 quantizes them at build time, per output channel and phase.
+    transposed: Literal["int8", "fp32"] = "fp32"
 
 
-def layer_products(precision: Products, features: Iterable[str]) -> LayerProducts:
-    """The per-layer products of ``precision`` on a target with ``features``."""
+#: The stage whose other (direct) convolutions take int8 products where the build's do:
+#: the decoder's, 1024 channels at the frame rate.  The text encoder's and the prosody
+#: predictor's keep bf16 (int8 there cost 3 recognition errors on the plain set).
+INT8_DIRECT_STAGE = "decoder"
+
+
+def layer_products(precision: Products, features: Iterable[str], stage: str) -> LayerProducts:
+    """The per-layer products of ``precision`` in ``stage`` (kokoro_ext.build.stages'
+    name) on a target with ``features``."""
     bf16 = PRECISION_FEATURES["bf16"] <= frozenset(features)
     if precision == "int8":
-        return LayerProducts(long="int8", direct="bf16" if bf16 else "fp32", linear="int8")
+        direct = "int8" if stage == INT8_DIRECT_STAGE else "bf16" if bf16 else "fp32"
+        return LayerProducts(long="int8", direct=direct, linear="int8", transposed="int8")
     if precision == "bf16":
         return LayerProducts(direct="bf16")
     return LayerProducts()

@@ -80,10 +80,10 @@ void PackedProductBf16(const uint16_t* gw, int64_t depth, int64_t o_blocks, int6
                        int64_t cols16, float* M, int64_t m_stride);
 
 /*!
- * \brief Columns [t0, t0 + cols) of rows [C_in][row_stride] (C_in a multiple of 4)
- *  quantized with one scale s = max|x| / 127 (1 where all are zero) to unsigned quads,
- *  dst[c / 4][q][c % 4] = round(x[c][t0 + q] / s) + 128, with zeros (128) where t0 + q
- *  is outside [0, T).  Returns s.
+ * \brief Columns [t0, t0 + cols) of rows [C_in][row_stride] quantized with one scale
+ *  s = max|x| / 127 (1 where all are zero) to unsigned quads, dst[c / 4][q][c % 4] =
+ *  round(x[c][t0 + q] / s) + 128 for c < ceil(C_in / 4) 4, with zeros (128) where t0 + q
+ *  is outside [0, T) or c past C_in.  Returns s.
  */
 float QuantizeColumnsInt8(const float* x, int64_t C_in, int64_t row_stride, int64_t T,
                           int64_t t0, int64_t cols, uint8_t* dst);

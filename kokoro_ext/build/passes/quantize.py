@@ -13,6 +13,12 @@ a call on its float32 layout becomes the call on its int8 one:
   lstm(o, x, n, h0, c0, w_ih_first, w_ih_rest, w_hh, b)
                             -> lstm_q8(o, x, n, h0, c0, q1, s1, q2, s2, q3, s3, b)
 
+and, where the build's products make the transposed convolutions int8 (the checkpoint
+holds their weights in float32; this one rule quantizes a float32 weight, at build time),
+
+  conv1d_transpose(o, x, w, b)  (kernel 2 stride, padding stride / 2)
+      -> interleave(conv1d_taps_q8_int8([1, 1], x, taps_filter_q8(phases(w)), repeat(b)))
+
 with (q, s) = taps_filter_q8(w), columns_q8(w) or lstm_weights_q8(w): the int8 values and
 a float32 scale per output channel (per layer, direction and gate row for the LSTM), and
 (quads, sums, s) = columns_q8_quads(w): the int8 values packed in quads for the int8
@@ -25,8 +31,8 @@ dropped, so nothing stores them.
 
 The build's precision (``products``, kokoro_ext.build.precision.LayerProducts) picks the
 convolution kernel: a long convolution (one the Winograd pass took) with int8 products is
-conv1d_taps_q8_int8 (direct: on VNNI it outruns float32 Winograd), and a direct one with
-bf16 products conv1d_taps_q8_bf16; a linear layer over a sequence (x's rows batch x
+conv1d_taps_q8_int8 (direct: on VNNI it outruns float32 Winograd), and a direct one
+conv1d_taps_q8_int8 or conv1d_taps_q8_bf16 as its stage's direct products say; a linear layer over a sequence (x's rows batch x
 length) with int8 products is addmm_q8_int8.
 """
 
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
@@ -72,6 +79,7 @@ class _Rewriter(relax.PyExprMutator):
         self.names = frozenset(names)
         self.products = products
         self.bound: dict[relax.Var, relax.Expr] = {}
+        self.weights: frozenset[relax.Var] = frozenset()
 
     def _weight(self, expr: relax.Expr, through: tvm.ir.Op | str | None) -> relax.Var | None:
         """The chosen weight parameter behind ``expr``: ``expr`` is bound to ``through``
@@ -110,12 +118,74 @@ class _Rewriter(relax.PyExprMutator):
         if _extern(call, kernels.CONV1D_TAPS) is None:  # a long one, for Winograd
             long = self.products.long == "int8"
             kernel = kernels.CONV1D_TAPS_Q8_INT8 if long else kernels.CONV1D_WINOGRAD_Q8_IF_PAYS
+        elif self.products.direct == "int8":
+            kernel = kernels.CONV1D_TAPS_Q8_INT8
         elif self.products.direct == "bf16":
             kernel = kernels.CONV1D_TAPS_Q8_BF16
         else:
             kernel = kernels.CONV1D_TAPS_Q8
         options = relax.ShapeExpr([pad, dilation])
         return relax.call_dps_packed(kernel, [options, x, q, scale, bias], call.ty_args[0])
+
+    def _from_weights(self, expr: relax.Expr) -> bool:
+        """Whether ``expr`` is computed from constants and weight parameters alone, so that
+        LiftTransformParams moves what is computed from it into the weight transform."""
+        leaves = list(relax.analysis.free_vars(expr))
+        while leaves:
+            var = leaves.pop()
+            if var in self.weights:
+                continue
+            value = self.bound.get(var)
+            if value is None:
+                return False
+            leaves.extend(relax.analysis.free_vars(value))
+        return True
+
+    def _transposed(self, call: relax.Call) -> relax.Expr | None:
+        """A transposed convolution whose output is ``stride`` times its input's length
+        (kernel 2 stride, padding stride / 2: the generator's upsampling) as a stride-1
+        convolution with int8 products, by phases: output t = n stride + r is the sum of
+        two taps of the filter (m = r + pad and m + stride, or m - stride and m where
+        m >= stride) over x[n - 1], x[n] (or x[n], x[n + 1]).  So every phase is a row of
+        one two-tap convolution of padding 1, its output of length + 1 read from column 0
+        for the phases r < stride - pad, from column 1 for the others; the rows are then
+        interleaved."""
+        options, x, w, bias = call.args[1].fields
+        stride, pad, output_pad = (int(v) for v in options.values)
+        w_shape = [v.value if isinstance(v, tvm.tirx.IntImm) else None for v in w.ty.shape.values]
+        c_in, c_out, taps = w_shape
+        if None in w_shape or output_pad or taps != 2 * stride or 2 * pad != taps - stride:
+            return None
+        if not (self._from_weights(w) and self._from_weights(bias)):
+            return None
+        # filter [C_in, C_out, K] -> [C_out * stride, C_in, 2]
+        index = []
+        for r in range(stride):
+            m = r + pad
+            index += [m + stride, m] if m < stride else [m, m - stride]
+        w2 = relax.op.take(w, relax.const(np.array(index)), axis=2)
+        w2 = relax.op.reshape(w2, [c_in, c_out, stride, 2])
+        w2 = relax.op.reshape(relax.op.permute_dims(w2, [1, 2, 0, 3]), [c_out * stride, c_in, 2])
+        w2 = self.builder_.emit(w2)
+        shape = [int(d) for d in tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)(c_out * stride, c_in, 2)]
+        q, scale = self._quantized(
+            kernels.TAPS_FILTER_Q8, w2, (shape, "int8"), ([shape[0] * _KPACK], "float32")
+        )
+        bias2 = self.builder_.emit(relax.op.repeat(bias, stride, axis=0))
+        batch, _, length = x.ty.shape.values
+        phases = relax.TensorType([batch, c_out * stride, length + 1], "float32")
+        z = self.builder_.emit(relax.call_dps_packed(
+            kernels.CONV1D_TAPS_Q8_INT8, [relax.ShapeExpr([1, 1]), x, q, scale, bias2], phases
+        ))
+        z = relax.op.reshape(z, [batch, c_out, stride, length + 1])
+        split = stride - pad
+        y = relax.op.concat([
+            relax.op.strided_slice(z, [2, 3], [0, 0], [split, length], assume_inbound=True),
+            relax.op.strided_slice(
+                z, [2, 3], [split, 1], [stride, length + 1], assume_inbound=True
+            ),
+        ], axis=2)
+        return relax.op.reshape(relax.op.permute_dims(y, [0, 1, 3, 2]), [batch, c_out, length * stride])
 
     def _lstm(self, call: relax.Call) -> relax.Expr | None:
         options, x, lengths, h0, c0, *weights, bias = call.args[1].fields
@@ -166,6 +236,8 @@ class _Rewriter(relax.PyExprMutator):
             return relax.call_dps_packed(kernels.ADDMM_Q8, [bias, x, q, scale], call.ty_args[0])
         if name == kernels.LSTM:
             return self._lstm(call)
+        if name == kernels.CONV1D_TRANSPOSE and self.products.transposed == "int8":
+            return self._transposed(call)
         return None
 
     def visit_call_(self, call: relax.Call) -> relax.Expr:
@@ -175,6 +247,9 @@ class _Rewriter(relax.PyExprMutator):
 
     def rewrite(self, func: relax.Function) -> relax.Function:
         self.bound = dict(relax.analysis.get_var2val(func))
+        # the parameters past num_input are weights (LiftTransformParams' convention)
+        inputs = func.attrs.get("num_input") if func.attrs else None
+        self.weights = frozenset() if inputs is None else frozenset(func.params[int(inputs):])
         return relax.analysis.remove_all_unused(self.visit_expr(func))
 
 
@@ -187,7 +262,7 @@ def quantize_weights(
 
     @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.QuantizeWeights")
     def _quantize(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        if not names:
+        if not names and products.transposed != "int8":
             return mod
         native.load()
         rewriter = _Rewriter(mod, names, products)
