@@ -282,25 +282,16 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
   const float* ps = DataPtr<const float>(scale);
   const float* pb = DataPtr<const float>(bias);
   float* po = DataPtr<float>(out);
-  // Input channels in whole quads: a filter of C_in % 4 != 0 gets zero rows (whose input
-  // rows then count for nothing), the input rows of 128 (QuantizeColumnsInt8).
+  // Input channels in whole quads: where C_in % 4 != 0 the last one has zero taps (so its
+  // input rows, 128 from QuantizeColumnsInt8, count for nothing).
   const int64_t C4 = (C_in + 3) / 4 * 4;
   const int64_t packed = PackedBlocks(C_out), depth = K * C4;
-  const int8_t* filter = DataPtr<const int8_t>(taps);
-  if (C4 != C_in) {
-    int8_t* padded = reinterpret_cast<int8_t*>(Workspace<4>(packed * depth * kPack / 4));
-    for (int64_t bk = 0; bk < packed * K; ++bk) {
-      std::memcpy(padded + bk * C4 * kPack, filter + bk * C_in * kPack, C_in * kPack);
-      std::memset(padded + (bk * C4 + C_in) * kPack, 0, (C4 - C_in) * kPack);
-    }
-    filter = padded;
-  }
   // The taps in quads of input channels, once per call, with each channel's sum.
   int8_t* w = reinterpret_cast<int8_t*>(Workspace<0>(packed * depth * kPack / 4));
   int32_t* sums = reinterpret_cast<int32_t*>(Workspace<3>(packed * kPack));
   ParallelFor(packed, [&](int64_t ob) {
-    const int64_t offset = ob * depth * kPack;
-    QuadFilterInt8(filter + offset, 1, K, C4, w + offset, sums + ob * kPack);
+    QuadFilterInt8(DataPtr<const int8_t>(taps) + ob * K * C_in * kPack, 1, K, C_in,
+                   w + ob * depth * kPack, sums + ob * kPack);
   }, packed * depth * kPack >= kMinParallelFlops / 4);
   // Each tile's window: its columns rounded up, and the taps' reach past them.
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
@@ -326,7 +317,7 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
     const uint8_t* own = nullptr;
     float step = 0.f;
     if (whole_tiles) {
-      uint8_t* quantized = reinterpret_cast<uint8_t*>(Workspace<6>(C4 * window / 4));
+      uint8_t* quantized = reinterpret_cast<uint8_t*>(Workspace<4>(C4 * window / 4));
       step = QuantizeColumnsInt8(px + b * C_in * T_in, C_in, T_in, T_in, t0 - pad, window,
                                  quantized);
       own = quantized;

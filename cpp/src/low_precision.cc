@@ -434,24 +434,28 @@ void QuantizeRowsInt8(const float* x, int64_t M, int64_t K, int64_t x_stride, in
 void QuadFilterInt8(const int8_t* taps, int64_t blocks, int64_t K, int64_t C_in, int8_t* out,
                     int32_t* sums) {
   static_assert(kPack == 8, "a quad of int8 rows is two 16-byte loads");
+  const int64_t quads = (C_in + 3) / 4, C4 = 4 * quads;
   for (int64_t b = 0; b < blocks; ++b) {
     int32_t* sum = sums + b * kPack;
     std::fill(sum, sum + kPack, 0);
-#ifdef KOKORO_EXT_HAS_X86_KERNELS
-    if (HostHasVnni()) {
-      const int64_t offset = b * K * C_in * kPack;
-      QuadFilterKernel(taps + offset, K * C_in / 4, out + offset, sum);
-      continue;
-    }
-#endif
     for (int64_t k = 0; k < K; ++k) {
-      for (int64_t p = 0; p < C_in / 4; ++p) {
-        const int8_t* rows = taps + ((b * K + k) * C_in + 4 * p) * kPack;  // [4][kPack]
-        int8_t* quad = out + ((b * K + k) * C_in + 4 * p) * kPack;         // [kPack][4]
+      const int8_t* src = taps + (b * K + k) * C_in * kPack;  // [C_in][kPack]
+      int8_t* dst = out + (b * K + k) * C4 * kPack;           // [quads][kPack][4]
+      int64_t p = 0;
+#ifdef KOKORO_EXT_HAS_X86_KERNELS
+      if (HostHasVnni()) {
+        p = C_in / 4;
+        QuadFilterKernel(src, p, dst, sum);
+      }
+#endif
+      // the rest (all without VNNI), and a last quad with fewer than 4 rows, zero-padded
+      for (; p < quads; ++p) {
         for (int64_t r = 0; r < kPack; ++r) {
           for (int64_t j = 0; j < 4; ++j) {
-            quad[r * 4 + j] = rows[j * kPack + r];
-            sum[r] += rows[j * kPack + r];
+            const int64_t c = 4 * p + j;
+            const int8_t v = c < C_in ? src[c * kPack + r] : 0;
+            dst[(p * kPack + r) * 4 + j] = v;
+            sum[r] += v;
           }
         }
       }

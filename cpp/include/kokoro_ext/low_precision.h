@@ -89,9 +89,9 @@ float QuantizeColumnsInt8(const float* x, int64_t C_in, int64_t row_stride, int6
                           int64_t t0, int64_t cols, uint8_t* dst);
 
 /*!
- * \brief out[c / 4][k][c % 4][...] : int8 taps packed as [blocks][K][C_in][kPack] to
- *  quads of input channels, [blocks][K][C_in / 4][kPack][4], and sums[o] = the sum of
- *  output channel o's taps, for o < blocks kPack.
+ * \brief int8 taps packed as [blocks][K][C_in][kPack] to quads of input channels,
+ *  [blocks][K][ceil(C_in / 4)][kPack][4] (a last quad of fewer than 4 channels padded with
+ *  zeros), and sums[o] = the sum of output channel o's taps, for o < blocks kPack.
  */
 void QuadFilterInt8(const int8_t* taps, int64_t blocks, int64_t K, int64_t C_in, int8_t* out,
                     int32_t* sums);

@@ -31,9 +31,9 @@ dropped, so nothing stores them.
 
 The build's precision (``products``, kokoro_ext.build.precision.LayerProducts) picks the
 convolution kernel: a long convolution (one the Winograd pass took) with int8 products is
-conv1d_taps_q8_int8 (direct: on VNNI it outruns float32 Winograd), and a direct one
-conv1d_taps_q8_int8 or conv1d_taps_q8_bf16 as its stage's direct products say; a linear layer over a sequence (x's rows batch x
-length) with int8 products is addmm_q8_int8.
+conv1d_taps_q8_int8 (direct: on VNNI it outruns float32 Winograd), a direct one
+conv1d_taps_q8_int8 or conv1d_taps_q8_bf16 as its stage's direct products say, and a
+linear layer over a sequence (x's rows batch x length) with int8 products addmm_q8_int8.
 """
 
 from __future__ import annotations
@@ -130,11 +130,12 @@ class _Rewriter(relax.PyExprMutator):
     def _from_weights(self, expr: relax.Expr) -> bool:
         """Whether ``expr`` is computed from constants and weight parameters alone, so that
         LiftTransformParams moves what is computed from it into the weight transform."""
-        leaves = list(relax.analysis.free_vars(expr))
+        leaves, seen = list(relax.analysis.free_vars(expr)), set()
         while leaves:
             var = leaves.pop()
-            if var in self.weights:
+            if var in self.weights or var in seen:
                 continue
+            seen.add(var)
             value = self.bound.get(var)
             if value is None:
                 return False
@@ -167,7 +168,8 @@ class _Rewriter(relax.PyExprMutator):
         w2 = relax.op.reshape(w2, [c_in, c_out, stride, 2])
         w2 = relax.op.reshape(relax.op.permute_dims(w2, [1, 2, 0, 3]), [c_out * stride, c_in, 2])
         w2 = self.builder_.emit(w2)
-        shape = [int(d) for d in tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)(c_out * stride, c_in, 2)]
+        layout = tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)
+        shape = [int(d) for d in layout(c_out * stride, c_in, 2)]
         q, scale = self._quantized(
             kernels.TAPS_FILTER_Q8, w2, (shape, "int8"), ([shape[0] * _KPACK], "float32")
         )
@@ -185,7 +187,8 @@ class _Rewriter(relax.PyExprMutator):
                 z, [2, 3], [split, 1], [stride, length + 1], assume_inbound=True
             ),
         ], axis=2)
-        return relax.op.reshape(relax.op.permute_dims(y, [0, 1, 3, 2]), [batch, c_out, length * stride])
+        y = relax.op.permute_dims(y, [0, 1, 3, 2])
+        return relax.op.reshape(y, [batch, c_out, length * stride])
 
     def _lstm(self, call: relax.Call) -> relax.Expr | None:
         options, x, lengths, h0, c0, *weights, bias = call.args[1].fields
