@@ -13,8 +13,9 @@ a call on its float32 layout becomes the call on its int8 one:
   lstm(o, x, n, h0, c0, w_ih_first, w_ih_rest, w_hh, b)
                             -> lstm_q8(o, x, n, h0, c0, q1, s1, q2, s2, q3, s3, b)
 
-and, where the build's products make the transposed convolutions int8 (the checkpoint
-holds their weights in float32; this one rule quantizes a float32 weight, at build time),
+and, in a function whose convolutions compute on int8 weights, where the build's products
+make the transposed convolutions int8 (the checkpoint holds their weights in float32; this
+one rule quantizes a float32 weight, at build time),
 
   conv1d_transpose(o, x, w, b)  (kernel 2 stride, padding stride / 2)
       -> interleave(conv1d_taps_q8_int8([1, 1], x, taps_filter_q8(phases(w)), repeat(b)))
@@ -80,6 +81,7 @@ class _Rewriter(relax.PyExprMutator):
         self.products = products
         self.bound: dict[relax.Var, relax.Expr] = {}
         self.weights: frozenset[relax.Var] = frozenset()
+        self.transposed = False
 
     def _weight(self, expr: relax.Expr, through: tvm.ir.Op | str | None) -> relax.Var | None:
         """The chosen weight parameter behind ``expr``: ``expr`` is bound to ``through``
@@ -203,17 +205,26 @@ class _Rewriter(relax.PyExprMutator):
         out_ty = list(call.ty_args[0].fields)  # (y, h_n, c_n)
         return relax.call_dps_packed(kernels.LSTM_Q8, [*args, bias], out_ty)
 
+    def _conv_weight(self, call: relax.Expr) -> relax.Var | None:
+        """The chosen weight of a native convolution ``call``, or None."""
+        name = _extern(call)
+        if name == kernels.CONV1D_TAPS:
+            return self._weight(call.args[1].fields[2], kernels.TAPS_FILTER)
+        if name in (kernels.CONV1D_WINOGRAD, kernels.CONV1D_WINOGRAD_IF_PAYS):
+            return self._weight(call.args[1].fields[-2], kernels.WINOGRAD_FILTER)
+        return None
+
     def _rewrite(self, call: relax.Call) -> relax.Expr | None:
         name = _extern(call)
         if name is None:
             return None
         fields = call.args[1].fields
         if name == kernels.CONV1D_TAPS:
-            w = self._weight(fields[2], kernels.TAPS_FILTER)
+            w = self._conv_weight(call)
             pad, dilation = (int(v) for v in fields[0].values)
             return None if w is None else self._conv(call, w, pad, dilation)
         if name in (kernels.CONV1D_WINOGRAD, kernels.CONV1D_WINOGRAD_IF_PAYS):
-            w = self._weight(fields[-2], kernels.WINOGRAD_FILTER)
+            w = self._conv_weight(call)
             pad, dilation, _ = (int(v) for v in fields[0].values)
             return None if w is None else self._conv(call, w, pad, dilation)
         if name == kernels.ADDMM:
@@ -239,7 +250,7 @@ class _Rewriter(relax.PyExprMutator):
             return relax.call_dps_packed(kernels.ADDMM_Q8, [bias, x, q, scale], call.ty_args[0])
         if name == kernels.LSTM:
             return self._lstm(call)
-        if name == kernels.CONV1D_TRANSPOSE and self.products.transposed == "int8":
+        if name == kernels.CONV1D_TRANSPOSE and self.transposed:
             return self._transposed(call)
         return None
 
@@ -253,6 +264,11 @@ class _Rewriter(relax.PyExprMutator):
         # the parameters past num_input are weights (LiftTransformParams' convention)
         inputs = func.attrs.get("num_input") if func.attrs else None
         self.weights = frozenset() if inputs is None else frozenset(func.params[int(inputs):])
+        # The transposed rule quantizes float32 weights: only in a function whose
+        # convolutions compute on int8 ones (a float32 checkpoint's build stays float32).
+        self.transposed = self.products.transposed == "int8" and any(
+            self._conv_weight(value) is not None for value in self.bound.values()
+        )
         return relax.analysis.remove_all_unused(self.visit_expr(func))
 
 
@@ -265,7 +281,7 @@ def quantize_weights(
 
     @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.QuantizeWeights")
     def _quantize(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        if not names and products.transposed != "int8":
+        if not names:
             return mod
         native.load()
         rewriter = _Rewriter(mod, names, products)
