@@ -368,27 +368,27 @@ float QuantizeColumnsInt8(const float* x, int64_t C_in, int64_t row_stride, int6
   // Columns of x in [t0, t0 + cols): [lo, hi) of the tile.
   const int64_t lo = std::min(cols, std::max<int64_t>(0, -t0));
   const int64_t hi = std::max(lo, std::min(cols, T - t0));
+  float peak = 0.f;
+#ifdef KOKORO_EXT_HAS_X86_KERNELS
+  const bool vnni = HostHasVnni();
+  if (vnni) peak = PeakKernel(x + t0, C_in, row_stride, lo, hi);
+#else
+  constexpr bool vnni = false;
+#endif
+  for (int64_t c = 0; c < C_in && !vnni; ++c) {
+    const float* row = x + c * row_stride + t0;
+    for (int64_t q = lo; q < hi; ++q) peak = std::max(peak, std::abs(row[q]));
+  }
+  const float s = peak > 0.f ? peak / 127.f : 1.f;
   // Whole quads by the vector kernel; a last quad with fewer than 4 rows (the decoder's
   // 514 and 1090 input channels), or every quad without it, by the portable loop below.
   int64_t first = 0;
-  float s = 0.f;  // the scale, once known (it is never 0)
 #ifdef KOKORO_EXT_HAS_X86_KERNELS
-  if (HostHasVnni()) {
-    const float peak = PeakKernel(x + t0, C_in, row_stride, lo, hi);
-    s = peak > 0.f ? peak / 127.f : 1.f;
+  if (vnni) {
     first = C_in / 4;
     QuantizeKernel(x + t0, first, row_stride, lo, hi, cols, 1.f / s, dst);
-    if (first * 4 == C_in) return s;
   }
 #endif
-  if (s == 0.f) {
-    float peak = 0.f;
-    for (int64_t c = 0; c < C_in; ++c) {
-      const float* row = x + c * row_stride + t0;
-      for (int64_t q = lo; q < hi; ++q) peak = std::max(peak, std::abs(row[q]));
-    }
-    s = peak > 0.f ? peak / 127.f : 1.f;
-  }
   const float inv = 1.f / s;
   for (int64_t p = first; p < (C_in + 3) / 4; ++p) {
     for (int64_t q = 0; q < cols; ++q) {

@@ -25,9 +25,10 @@ a float32 scale per output channel (per layer, direction and gate row for the LS
 (quads, sums, s) = columns_q8_quads(w): the int8 values packed in quads for the int8
 products, with each column's sum.  LiftTransformParams moves them into the weight
 transform the build runs once, so they are what the build stores.  An LSTM is rewritten
-only when all three of its weights are chosen: the kernel takes them all in one dtype.  The Winograd filter is then computed from the
-int8 taps at each call (cpp/src/winograd.cc), not stored: it is about twice the float32
-filter and eight times the int8 one.  The float32 layouts the rewritten calls took are
+only when all three of its weights are chosen: the kernel takes them all in one dtype.
+The Winograd filter is then computed from the int8 taps at each call
+(cpp/src/winograd.cc), not stored: it is about twice the float32 filter and eight times
+the int8 one.  The float32 layouts the rewritten calls took are
 dropped, so nothing stores them.
 
 The build's precision (``products``, kokoro_ext.build.precision.LayerProducts) picks the
@@ -219,14 +220,10 @@ class _Rewriter(relax.PyExprMutator):
         if name is None:
             return None
         fields = call.args[1].fields
-        if name == kernels.CONV1D_TAPS:
-            w = self._conv_weight(call)
-            pad, dilation = (int(v) for v in fields[0].values)
-            return None if w is None else self._conv(call, w, pad, dilation)
-        if name in (kernels.CONV1D_WINOGRAD, kernels.CONV1D_WINOGRAD_IF_PAYS):
-            w = self._conv_weight(call)
-            pad, dilation, _ = (int(v) for v in fields[0].values)
-            return None if w is None else self._conv(call, w, pad, dilation)
+        w = self._conv_weight(call)
+        if w is not None:  # options [pad, dilation] (Winograd's: and its tile)
+            pad, dilation = (int(v) for v in fields[0].values[:2])
+            return self._conv(call, w, pad, dilation)
         if name == kernels.ADDMM:
             bias, x, w = fields
             weight = self._weight(w, None)
