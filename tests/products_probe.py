@@ -54,11 +54,16 @@ def _low_precision(convs, addmms, features) -> list[np.ndarray]:
         for x, w, b, k, d in convs:
             w = np.ascontiguousarray(w, np.float32)
             blocks = (w.shape[0] + 7) // 8
-            q = np.empty((blocks, k, w.shape[1], 8), np.int8)
-            scale = np.empty(blocks * 8, np.float32)
-            f("kokoro_ext.taps_filter_q8")(T(w), T(q), T(scale))
+            if kernel == "kokoro_ext.conv1d_taps_q8_int8":  # the taps in quads, with their sums
+                filter_ = (np.empty((blocks, k, (w.shape[1] + 3) // 4, 8, 4), np.int8),
+                           np.empty(blocks * 8, np.int32), np.empty(blocks * 8, np.float32))
+                f("kokoro_ext.taps_filter_q8_quads")(T(w), *map(T, filter_))
+            else:
+                filter_ = (np.empty((blocks, k, w.shape[1], 8), np.int8),
+                           np.empty(blocks * 8, np.float32))
+                f("kokoro_ext.taps_filter_q8")(T(w), *map(T, filter_))
             y = np.empty((1, w.shape[0], x.shape[2]), np.float32)
-            f(kernel)(tvm_ffi.Shape([d * (k - 1) // 2, d]), T(x), T(q), T(scale), T(b), T(y))
+            f(kernel)(tvm_ffi.Shape([d * (k - 1) // 2, d]), T(x), *map(T, filter_), T(b), T(y))
             outputs.append(y)
         if needs != "avx512vnni":
             continue

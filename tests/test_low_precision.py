@@ -32,16 +32,30 @@ def _t(*arrays):
     return [tvm_ffi.from_dlpack(a) for a in arrays]
 
 
-def _filter(rng, c_out, c_in, k):
+def _weight(rng, c_out, c_in, k):
+    """A [C_out, C_in, K] filter on an int8 grid per output channel, as the checkpoint's are."""
+    return (np.clip(np.round(rng.standard_normal((c_out, c_in, k)) * 30), -127, 127)
+            * rng.uniform(0.001, 0.01, (c_out, 1, 1))).astype(np.float32)
+
+
+def _filter(w):
     """(int8 taps packed as taps_filter_q8 packs them, scales, dequantized [C_out, C_in, K])."""
-    w = (np.clip(np.round(rng.standard_normal((c_out, c_in, k)) * 30), -127, 127)
-         * rng.uniform(0.001, 0.01, (c_out, 1, 1))).astype(np.float32)
+    c_out, c_in, k = w.shape
     blocks = (c_out + 7) // 8
     q = np.empty((blocks, k, c_in, 8), np.int8)
     scale = np.empty(blocks * 8, np.float32)
     tvm_ffi.get_global_func(kernels.TAPS_FILTER_Q8)(*_t(w, q, scale))
     dq = (q.astype(np.float64) * scale.reshape(blocks, 1, 1, 8)).transpose(0, 3, 2, 1)
     return q, scale, dq.reshape(blocks * 8, c_in, k)[:c_out]
+
+
+def _quads(w):
+    """(quads, sums, scales) as taps_filter_q8_quads packs w for the int8 products."""
+    shape = tuple(tvm_ffi.get_global_func(kernels.TAPS_FILTER_Q8_QUADS_SHAPE)(*w.shape))
+    quads = np.empty(shape, np.int8)
+    sums, scale = np.empty(shape[0] * 8, np.int32), np.empty(shape[0] * 8, np.float32)
+    assert tvm_ffi.get_global_func(kernels.TAPS_FILTER_Q8_QUADS)(*_t(w, quads, sums, scale)) == 0
+    return quads, sums, scale
 
 
 def _conv(x, w, b, pad, d):
@@ -85,13 +99,31 @@ SHAPES = [  # C_out, C_in, K, dilation, T
 
 
 def _run(name, rng, c_out, c_in, k, d, t, batch=2):
-    q, scale, w = _filter(rng, c_out, c_in, k)
+    w = _weight(rng, c_out, c_in, k)
+    q, scale, dq = _filter(w)
+    filter_ = _quads(w) if name == kernels.CONV1D_TAPS_Q8_INT8 else (q, scale)
     x = rng.standard_normal((batch, c_in, t)).astype(np.float32)
     b = rng.standard_normal(c_out).astype(np.float32)
     pad = d * (k - 1) // 2
     y = np.empty((batch, c_out, t), np.float32)
-    tvm_ffi.get_global_func(name)(tvm_ffi.Shape([pad, d]), *_t(x, q, scale, b, y))
-    return x, w, b, pad, y, (q, scale)
+    tvm_ffi.get_global_func(name)(tvm_ffi.Shape([pad, d]), *_t(x, *filter_, b, y))
+    return x, dq, b, pad, y, (q, scale)
+
+
+@pytest.mark.parametrize("c_out, c_in, k", [shape[:3] for shape in SHAPES])
+def test_quads_hold_the_int8_taps(c_out, c_in, k):
+    """taps_filter_q8_quads: taps_filter_q8's int8 taps [blocks, K, C_in, 8] in quads of input
+    channels [blocks, K, ceil(C_in / 4), 8, 4], zero taps past C_in, each channel's sum."""
+    w = _weight(np.random.default_rng(c_out + k), c_out, c_in, k)
+    (q, scale, _), (quads, sums, scale4) = _filter(w), _quads(w)
+    assert quads.shape == ((c_out + 7) // 8, k, (c_in + 3) // 4, 8, 4)
+    padded = np.zeros(q.shape[:2] + (quads.shape[2] * 4, 8), np.int8)
+    padded[:, :, :c_in] = q
+    # quads[b, k, p, r, j] = q[b, k, 4 p + j, r]
+    expected = padded.reshape(q.shape[0], k, quads.shape[2], 4, 8).transpose(0, 1, 2, 4, 3)
+    np.testing.assert_array_equal(quads, expected)
+    np.testing.assert_array_equal(sums, q.astype(np.int64).sum((1, 2)).reshape(-1))
+    np.testing.assert_array_equal(scale4, scale)
 
 
 @pytest.mark.skipif(not HAS["int8"], reason="this CPU lacks AVX512_VNNI")

@@ -239,6 +239,10 @@ LONG = """\
 QUANTIZED = """\
             q = R.call_dps_packed("kokoro_ext.taps_filter_q8", (p_w,), out_ty=[R.Tensor((2, 3, 16, 8), dtype="int8"), R.Tensor((16,), dtype="float32")])
             y = R.call_dps_packed("{kernel}", (R.shape([1, 1]), x, q[0], q[1], p_b), out_ty=R.Tensor((1, 16, 40), dtype="float32"))"""
+# the int8 products take the filter in quads of input channels, with each output channel's sum
+QUANTIZED_INT8 = """\
+            q = R.call_dps_packed("kokoro_ext.taps_filter_q8_quads", (p_w,), out_ty=[R.Tensor((2, 3, 4, 8, 4), dtype="int8"), R.Tensor((16,), dtype="int32"), R.Tensor((16,), dtype="float32")])
+            y = R.call_dps_packed("kokoro_ext.conv1d_taps_q8_int8", (R.shape([1, 1]), x, q[0], q[1], q[2], p_b), out_ty=R.Tensor((1, 16, 40), dtype="float32"))"""
 
 
 @pytest.mark.parametrize("before, products, kernel", [
@@ -252,7 +256,8 @@ QUANTIZED = """\
 ])
 def test_a_convolution_on_an_int8_filter_takes_the_kernel_of_its_products(before, products, kernel):
     after = quantize_weights(frozenset({"p_w"}), products)(_conv_module(before))
-    tvm.ir.assert_structural_equal(after, _conv_module(QUANTIZED.format(kernel=kernel)))
+    quantized = QUANTIZED_INT8 if kernel == "kokoro_ext.conv1d_taps_q8_int8" else QUANTIZED
+    tvm.ir.assert_structural_equal(after, _conv_module(quantized.format(kernel=kernel)))
 
 
 # -- linear layers: int8 products over sequences, float32 on style vectors -----------------
@@ -350,9 +355,9 @@ TRANSPOSED = """\
 # over x[n] and x[n + 1], the same two-tap convolution read one column later
 POLYPHASE = """\
             w2 = R.reshape(R.permute_dims(R.reshape(R.take(p_w, R.const(np.array([3, 1, 2, 0])), axis=2), R.shape([8, 4, 2, 2])), axes=[1, 2, 0, 3]), R.shape([8, 8, 2]))
-            q = R.call_dps_packed("kokoro_ext.taps_filter_q8", (w2,), out_ty=[R.Tensor((1, 2, 8, 8), dtype="int8"), R.Tensor((8,), dtype="float32")])
+            q = R.call_dps_packed("kokoro_ext.taps_filter_q8_quads", (w2,), out_ty=[R.Tensor((1, 2, 2, 8, 4), dtype="int8"), R.Tensor((8,), dtype="int32"), R.Tensor((8,), dtype="float32")])
             b2 = R.repeat(p_b, 2, axis=0)
-            z = R.call_dps_packed("kokoro_ext.conv1d_taps_q8_int8", (R.shape([1, 1]), x2, q[0], q[1], b2), out_ty=R.Tensor((1, 8, n + 1), dtype="float32"))
+            z = R.call_dps_packed("kokoro_ext.conv1d_taps_q8_int8", (R.shape([1, 1]), x2, q[0], q[1], q[2], b2), out_ty=R.Tensor((1, 8, n + 1), dtype="float32"))
             z4 = R.reshape(z, R.shape([1, 4, 2, n + 1]))
             phases = R.concat((R.strided_slice(z4, axes=[2, 3], begin=[0, 0], end=[1, n], assume_inbound=True), R.strided_slice(z4, axes=[2, 3], begin=[1, 1], end=[2, n + 1], assume_inbound=True)), axis=2)
             y = R.reshape(R.permute_dims(phases, axes=[0, 1, 3, 2]), R.shape([1, 4, n * 2]))"""

@@ -267,32 +267,27 @@ void Conv1dTapsQ8Bf16(tvm::ffi::Shape options, tvm::ffi::TensorView x,
  * \brief conv1d_taps_q8 with int8 products (kokoro_ext/low_precision.h): each tile of
  *  kColumnTile output columns quantizes its input window (over all channels) with a scale
  *  of its own, the int8 taps are used as they are, and the sums are exact; the two scales
- *  and the bias apply to them.  Input channels are taken in quads, the last one padded
- *  with zero taps.
+ *  and the bias apply to them.  The taps come in quads of input channels, as
+ *  taps_filter_q8_quads packs them at build time, the last quad padded with zero taps.
  */
 void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
-                      tvm::ffi::TensorView taps, tvm::ffi::TensorView scale,
-                      tvm::ffi::TensorView bias, tvm::ffi::TensorView out) {
+                      tvm::ffi::TensorView quads, tvm::ffi::TensorView sums,
+                      tvm::ffi::TensorView scale, tvm::ffi::TensorView bias,
+                      tvm::ffi::TensorView out) {
   constexpr const char* kName = "kokoro_ext.conv1d_taps_q8_int8";
-  const ConvShape s = CheckQuantizedConvArgs(kName, options, x, taps, scale, bias, out);
+  const ConvShape s = CheckQuantizedConvArgs(kName, options, x, quads, scale, bias, out, &sums);
   RequireVnni(kName);
   const int64_t B = s.B, C_in = s.C_in, T_in = s.T_in, C_out = s.C_out, K = s.K;
   const int64_t pad = s.pad, dilation = s.dilation, T_out = s.T_out;
   const float* px = DataPtr<const float>(x);
+  const int8_t* w = DataPtr<const int8_t>(quads);
+  const int32_t* psum = DataPtr<const int32_t>(sums);
   const float* ps = DataPtr<const float>(scale);
   const float* pb = DataPtr<const float>(bias);
   float* po = DataPtr<float>(out);
   // Input channels in whole quads: where C_in % 4 != 0 the last one has zero taps (so its
   // input rows, 128 from QuantizeColumnsInt8, count for nothing).
-  const int64_t C4 = (C_in + 3) / 4 * 4;
-  const int64_t packed = PackedBlocks(C_out), depth = K * C4;
-  // The taps in quads of input channels, once per call, with each channel's sum.
-  int8_t* w = reinterpret_cast<int8_t*>(Workspace<0>(packed * depth * kPack / 4));
-  int32_t* sums = reinterpret_cast<int32_t*>(Workspace<3>(packed * kPack));
-  ParallelFor(packed, [&](int64_t ob) {
-    QuadFilterInt8(DataPtr<const int8_t>(taps) + ob * K * C_in * kPack, 1, K, C_in,
-                   w + ob * depth * kPack, sums + ob * kPack);
-  }, packed * depth * kPack >= kMinParallelFlops / 4);
+  const int64_t C4 = (C_in + 3) / 4 * 4, depth = K * C4;
   // Each tile's window: its columns rounded up, and the taps' reach past them.
   const int64_t tiles = (T_out + kColumnTile - 1) / kColumnTile;
   const int64_t window = RoundColumns(kColumnTile) + (K - 1) * dilation;
@@ -329,7 +324,7 @@ void Conv1dTapsQ8Int8(tvm::ffi::Shape options, tvm::ffi::TensorView x,
     float* scale = Workspace<2>(2 * block);
     int32_t* zero = reinterpret_cast<int32_t*>(scale + block);
     for (int64_t o = 0; o < rows; ++o) {
-      zero[o] = 128 * sums[o0 + o];
+      zero[o] = 128 * psum[o0 + o];
       scale[o] = step * ps[o0 + o];
     }
     const Int8Output y{po + (b * C_out + o0) * T_out + t0, T_out, rows, width, zero, scale,
@@ -364,6 +359,35 @@ int64_t TapsFilterQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView taps,
   const int64_t lossy =
       QuantizeRows(DataPtr<const float>(w), C_out, C_in * K, C_in * K, 1, q.data(), C_in * K, 1, ps);
   PackTaps(q.data(), DataPtr<int8_t>(taps), C_out, C_in, K);
+  return lossy;
+}
+
+/*!
+ * \brief taps_filter_q8's int8 taps packed for conv1d_taps_q8_int8: quads
+ *  [ceil(C_out / 8)][K][ceil(C_in / 4)][8][4] (zero taps past C_in and C_out), with each
+ *  output channel's sum of taps [ceil(C_out / 8) 8] and its scale [ceil(C_out / 8) 8].
+ *  Returns the rows quantized off a grid.
+ */
+int64_t TapsFilterQ8Quads(tvm::ffi::TensorView w, tvm::ffi::TensorView quads,
+                          tvm::ffi::TensorView sums, tvm::ffi::TensorView scale) {
+  constexpr const char* kName = "kokoro_ext.taps_filter_q8_quads";
+  CheckFloat32Cpu(kName, "w", w, 3);
+  const int64_t C_out = w.shape()[0], C_in = w.shape()[1], K = w.shape()[2];
+  CheckInt8Cpu(kName, "quads", quads, 5);
+  CheckShape(kName, "quads", quads, TapsQuadsShape(C_out, C_in, K));
+  CheckCpuTensor(kName, "sums", sums, 1, kDLInt, 32, "int32");
+  CheckShape(kName, "sums", sums, {PackedBlocks(C_out) * kPack});
+  CheckFloat32Cpu(kName, "scale", scale, 1);
+  CheckShape(kName, "scale", scale, {PackedBlocks(C_out) * kPack});
+  std::vector<int8_t> taps(PackedBlocks(C_out) * K * C_in * kPack);
+  std::vector<int8_t> q(C_out * C_in * K);
+  float* ps = DataPtr<float>(scale);
+  std::fill(ps, ps + PackedBlocks(C_out) * kPack, 0.f);
+  const int64_t lossy =
+      QuantizeRows(DataPtr<const float>(w), C_out, C_in * K, C_in * K, 1, q.data(), C_in * K, 1, ps);
+  PackTaps(q.data(), taps.data(), C_out, C_in, K);
+  QuadFilterInt8(taps.data(), PackedBlocks(C_out), K, C_in, DataPtr<int8_t>(quads),
+                 DataPtr<int32_t>(sums));
   return lossy;
 }
 
@@ -691,6 +715,11 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            })
       .def("kokoro_ext.taps_filter", TapsFilter)
       .def("kokoro_ext.taps_filter_q8", TapsFilterQ8)
+      .def("kokoro_ext.taps_filter_q8_quads_shape",
+           [](int64_t C_out, int64_t C_in, int64_t K) {
+             return tvm::ffi::Shape(TapsQuadsShape(C_out, C_in, K));
+           })
+      .def("kokoro_ext.taps_filter_q8_quads", TapsFilterQ8Quads)
       .def("kokoro_ext.conv1d_taps_q8", Conv1dTapsQ8)
       .def("kokoro_ext.conv1d_taps_q8_bf16", Conv1dTapsQ8Bf16)
       .def("kokoro_ext.conv1d_taps_q8_int8", Conv1dTapsQ8Int8)

@@ -30,6 +30,8 @@ COLUMNS_Q8 = "kokoro_ext.columns_q8"
 # (cpp/include/kokoro_ext/low_precision.h)
 CONV1D_TAPS_Q8_BF16 = "kokoro_ext.conv1d_taps_q8_bf16"
 CONV1D_TAPS_Q8_INT8 = "kokoro_ext.conv1d_taps_q8_int8"
+TAPS_FILTER_Q8_QUADS = "kokoro_ext.taps_filter_q8_quads"
+TAPS_FILTER_Q8_QUADS_SHAPE = "kokoro_ext.taps_filter_q8_quads_shape"
 COLUMNS_Q8_QUADS = "kokoro_ext.columns_q8_quads"
 COLUMNS_Q8_QUADS_SHAPE = "kokoro_ext.columns_q8_quads_shape"
 ADDMM_Q8_INT8 = "kokoro_ext.addmm_q8_int8"

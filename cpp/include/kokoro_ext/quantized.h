@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace kokoro_ext {
 
@@ -252,21 +253,33 @@ struct ConvShape {
 };
 
 /*!
- * \brief The checks of a convolution on an int8 filter packed as taps: options (padding,
- *  dilation), x [B, C_in, T_in] float32, taps [ceil(C_out / 8), K, C_in, 8] int8, scale
- *  [ceil(C_out / 8) 8] float32, bias [C_out], out [B, C_out, T_out].
+ * \brief The shape of an int8 filter packed for the int8 products (low_precision.h):
+ *  [ceil(C_out / 8), K, ceil(C_in / 4), 8, 4], input channels in quads.
+ */
+inline std::vector<int64_t> TapsQuadsShape(int64_t C_out, int64_t C_in, int64_t K) {
+  return {PackedBlocks(C_out), K, (C_in + 3) / 4, kPack, 4};
+}
+
+/*!
+ * \brief The checks of a convolution on an int8 filter: options (padding, dilation), x
+ *  [B, C_in, T_in] float32, scale [ceil(C_out / 8) 8] float32, bias [C_out], out [B, C_out,
+ *  T_out], and the filter packed as taps [ceil(C_out / 8), K, C_in, 8] int8, or, with
+ *  ``sums``, in quads (TapsQuadsShape) with its output channels' sums [ceil(C_out / 8) 8]
+ *  int32.
  */
 inline ConvShape CheckQuantizedConvArgs(const char* kernel, const tvm::ffi::Shape& options,
                                         const tvm::ffi::TensorView& x,
                                         const tvm::ffi::TensorView& taps,
                                         const tvm::ffi::TensorView& scale,
                                         const tvm::ffi::TensorView& bias,
-                                        const tvm::ffi::TensorView& out) {
+                                        const tvm::ffi::TensorView& out,
+                                        const tvm::ffi::TensorView* sums = nullptr) {
   if (options.size() != 2) {
     TVM_FFI_THROW(ValueError) << kernel << ": options must be (padding, dilation)";
   }
+  const char* filter = sums == nullptr ? "taps" : "quads";
   CheckFloat32Cpu(kernel, "x", x, 3);
-  CheckInt8Cpu(kernel, "taps", taps, 4);
+  CheckInt8Cpu(kernel, filter, taps, sums == nullptr ? 4 : 5);
   CheckFloat32Cpu(kernel, "scale", scale, 1);
   CheckFloat32Cpu(kernel, "bias", bias, 1);
   CheckFloat32Cpu(kernel, "out", out, 3);
@@ -277,7 +290,13 @@ inline ConvShape CheckQuantizedConvArgs(const char* kernel, const tvm::ffi::Shap
                               << s.dilation << ") are out of range";
   }
   s.T_out = s.T_in + 2 * s.pad - s.dilation * (s.K - 1);
-  CheckShape(kernel, "taps", taps, PackedTapsShape(s.C_out, s.C_in, s.K));
+  if (sums == nullptr) {
+    CheckShape(kernel, filter, taps, PackedTapsShape(s.C_out, s.C_in, s.K));
+  } else {
+    CheckShape(kernel, filter, taps, TapsQuadsShape(s.C_out, s.C_in, s.K));
+    CheckCpuTensor(kernel, "sums", *sums, 1, kDLInt, 32, "int32");
+    CheckShape(kernel, "sums", *sums, {PackedBlocks(s.C_out) * kPack});
+  }
   CheckShape(kernel, "scale", scale, {PackedBlocks(s.C_out) * kPack});
   CheckShape(kernel, "out", out, {s.B, s.C_out, s.T_out});
   return s;

@@ -5,6 +5,7 @@ chose (``names``, the parameters' Relax names; kokoro_ext.build.precision choose
 a call on its float32 layout becomes the call on its int8 one:
 
   conv1d_taps(o, x, taps_filter(w), b)                 -> conv1d_taps_q8(o, x, q, s, b)
+                                 or conv1d_taps_q8_int8(o, x, quads, sums, s, b)
   conv1d_winograd(o, x, winograd_filter(w), b)         -> conv1d_winograd_q8_if_pays(..)
   conv1d_winograd_if_pays(o, x, taps_filter(w), winograd_filter(w), b)
                                                        -> conv1d_winograd_q8_if_pays(..)
@@ -18,13 +19,14 @@ make the transposed convolutions int8 (the checkpoint holds their weights in flo
 one rule quantizes a float32 weight, at build time),
 
   conv1d_transpose(o, x, w, b)  (kernel 2 stride, padding stride / 2)
-      -> interleave(conv1d_taps_q8_int8([1, 1], x, taps_filter_q8(phases(w)), repeat(b)))
+      -> interleave(conv1d_taps_q8_int8([1, 1], x, taps_filter_q8_quads(phases(w)), repeat(b)))
 
 with (q, s) = taps_filter_q8(w), columns_q8(w) or lstm_weights_q8(w): the int8 values and
 a float32 scale per output channel (per layer, direction and gate row for the LSTM), and
-(quads, sums, s) = columns_q8_quads(w): the int8 values packed in quads for the int8
-products, with each column's sum.  LiftTransformParams moves them into the weight
-transform the build runs once, so they are what the build stores.  An LSTM is rewritten
+(quads, sums, s) = taps_filter_q8_quads(w) or columns_q8_quads(w): the int8 values packed
+in quads of input channels for the int8 products, with each output channel's sum.
+LiftTransformParams moves them into the weight transform the build runs once, so they are
+what the build stores.  An LSTM is rewritten
 only when all three of its weights are chosen: the kernel takes them all in one dtype.
 The Winograd filter is then computed from the int8 taps at each call
 (cpp/src/winograd.cc), not stored: it is about twice the float32 filter and eight times
@@ -111,11 +113,6 @@ class _Rewriter(relax.PyExprMutator):
         return tuple(relax.TupleGetItem(result, i) for i in range(len(types)))
 
     def _conv(self, call: relax.Call, w: relax.Var, pad: int, dilation: int) -> relax.Expr:
-        c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
-        shape = [int(d) for d in tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)(c_out, c_in, taps)]
-        q, scale = self._quantized(
-            kernels.TAPS_FILTER_Q8, w, (shape, "int8"), ([shape[0] * _KPACK], "float32")
-        )
         fields = call.args[1].fields
         x, bias = fields[1], fields[-1]
         if _extern(call, kernels.CONV1D_TAPS) is None:  # a long one, for Winograd
@@ -128,7 +125,24 @@ class _Rewriter(relax.PyExprMutator):
         else:
             kernel = kernels.CONV1D_TAPS_Q8
         options = relax.ShapeExpr([pad, dilation])
-        return relax.call_dps_packed(kernel, [options, x, q, scale, bias], call.ty_args[0])
+        return relax.call_dps_packed(kernel, [options, x, *self._taps(w, kernel), bias], call.ty_args[0])
+
+    def _taps(self, w: relax.Expr, kernel: str) -> tuple:
+        """The filter ``w`` [C_out, C_in, K] as ``kernel`` takes it: (quads, sums, scale) for
+        the int8 products, else (q, scale)."""
+        c_out, c_in, taps = (int(v) for v in w.ty.shape.values)
+        padded = -(-c_out // _KPACK) * _KPACK  # output channels in whole packed blocks
+        if kernel == kernels.CONV1D_TAPS_Q8_INT8:
+            layout = tvm_ffi.get_global_func(kernels.TAPS_FILTER_Q8_QUADS_SHAPE)
+            return self._quantized(
+                kernels.TAPS_FILTER_Q8_QUADS, w, ([int(d) for d in layout(c_out, c_in, taps)], "int8"),
+                ([padded], "int32"), ([padded], "float32"),
+            )
+        layout = tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)
+        return self._quantized(
+            kernels.TAPS_FILTER_Q8, w, ([int(d) for d in layout(c_out, c_in, taps)], "int8"),
+            ([padded], "float32"),
+        )
 
     def _from_weights(self, expr: relax.Expr) -> bool:
         """Whether ``expr`` is computed from constants and weight parameters alone, so that
@@ -171,16 +185,12 @@ class _Rewriter(relax.PyExprMutator):
         w2 = relax.op.reshape(w2, [c_in, c_out, stride, 2])
         w2 = relax.op.reshape(relax.op.permute_dims(w2, [1, 2, 0, 3]), [c_out * stride, c_in, 2])
         w2 = self.builder_.emit(w2)
-        layout = tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)
-        shape = [int(d) for d in layout(c_out * stride, c_in, 2)]
-        q, scale = self._quantized(
-            kernels.TAPS_FILTER_Q8, w2, (shape, "int8"), ([shape[0] * _KPACK], "float32")
-        )
+        filter_ = self._taps(w2, kernels.CONV1D_TAPS_Q8_INT8)
         bias2 = self.builder_.emit(relax.op.repeat(bias, stride, axis=0))
         batch, _, length = x.ty.shape.values
         phases = relax.TensorType([batch, c_out * stride, length + 1], "float32")
         z = self.builder_.emit(relax.call_dps_packed(
-            kernels.CONV1D_TAPS_Q8_INT8, [relax.ShapeExpr([1, 1]), x, q, scale, bias2], phases
+            kernels.CONV1D_TAPS_Q8_INT8, [relax.ShapeExpr([1, 1]), x, *filter_, bias2], phases
         ))
         z = relax.op.reshape(z, [batch, c_out, stride, length + 1])
         split = stride - pad
