@@ -13,6 +13,7 @@ from kokoro_ext.text.chunking import (
     Piece,
     Word,
     drop_other_scripts,
+    first_clause,
     group_words,
     pack,
     pack_evenly,
@@ -132,6 +133,17 @@ def test_evenly_packed_chunks_are_as_many_and_no_larger(limit):
         assert max(size(p.words) for p in even) <= max(size(p.words) for p in greedy)
         assert [w for p in even for w in p.words] == list(words)
         assert even[-1].end == sentence.end
+
+
+def test_a_first_clause_is_the_words_up_to_the_first_clause_punctuation_that_fit():
+    words = words_of_phonemes("ʃˈʊɹ, ˈI kæn hˈɛlp, wɪð ðˈæt.")
+    assert first_clause(words, 16) == 1  # "Sure," and not "Sure, I can help,"
+    assert first_clause(words, 5) == 1 and first_clause(words, 4) == 0  # "ʃˈʊɹ," is 5
+    # no clause punctuation, or only at the end: nothing to cut
+    assert first_clause(words_of_phonemes("jˌʊɹ mˈiTɪŋ stˈɑɹts."), 16) == 0
+    assert first_clause(words_of_phonemes("ʃˈʊɹ,"), 16) == 0
+    late = words_of_phonemes("tˈɜɹn lˈɛft æt ðə nˈɛkst lˈIt, ðɛn kˈip stɹˈAt.")
+    assert first_clause(late, 16) == 0 and first_clause(late, 40) == 6
 
 
 def test_chunk_limit_must_be_positive():

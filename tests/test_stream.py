@@ -147,6 +147,25 @@ def test_chunk_limit_as_a_number_and_as_a_function_of_the_chunk_index(synth, chu
         synth.stream(TEXT, chunk_limit=0)
 
 
+def test_a_first_chunk_cut_short_ends_at_its_sentences_first_clause(synth):
+    # "Sure," alone (5 phonemes), not as many words as the limit takes ("Sure, I can")
+    text = "Sure, I can help with that."
+    first = min(12, synth.chunk_limit - 1)
+    got = list(synth.stream(text, chunk_limit=lambda i: first if i == 0 else 100))
+    assert got[0].text == "Sure," and got[0].phonemes == "ʃˈʊɹ,"
+    words = synth._g2p().words(text)
+    assert [c.phonemes for c in got[1:]] == [p.phonemes for p in pack_evenly(words[1:], synth.chunk_limit)]
+    # a first clause the limit does not take: cut where the limit falls (pack_evenly)
+    late = "Turn left at the next light, then keep straight."
+    got = list(synth.stream(late, chunk_limit=lambda i: first if i == 0 else 100))
+    assert got[0].phonemes == pack_evenly(synth._g2p().words(late), first)[0].phonemes
+    assert not got[0].text.endswith(",")
+    # at the build's limit (no first chunk cut short) the sentence is packed evenly
+    assert [c.phonemes for c in synth.stream(text)] == [
+        p.phonemes for p in pack_evenly(words, synth.chunk_limit)
+    ]
+
+
 def _wav_frames(path):
     with wave.open(str(path)) as f:
         assert f.getframerate() == SAMPLE_RATE and f.getnchannels() == 1

@@ -22,7 +22,7 @@ from kokoro_ext.run.voices import NamedVoice, check_voice_pack, load_voice_array
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import load_weights
 from kokoro_ext.text import Piece, phonemes_to_ids
-from kokoro_ext.text.chunking import Break, pack_evenly, pause_after, split_in_two
+from kokoro_ext.text.chunking import Break, first_clause, pack_evenly, pause_after, split_in_two
 from kokoro_ext.text.frontend import FrontEnd, resolve_language
 
 # OpenAI's range.  Durations are divided by the speed and rounded, at least a frame per
@@ -259,7 +259,8 @@ class Synthesizer:
                     # never inside a word that was cut between two phonemes
                     if size is None or (wanted != size and previous != "phoneme"):
                         rest = words if size is None else [w for p in packed for w in p.words]
-                        packed, size = deque(pack_evenly(rest, wanted, sentence.end)), wanted
+                        packed = deque(self._pack(rest, wanted, sentence.end, index == 0))
+                        size = wanted
                         if not packed:
                             break
                     piece = packed.popleft()
@@ -301,6 +302,15 @@ class Synthesizer:
                 f"nothing to say in {front.language.name.split()[-1]} in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
                 "it has no words, only punctuation or symbols without a pronunciation"
             )
+
+    def _pack(self, words: list, limit: int, end: Break | float, first: bool) -> list[Piece]:
+        """A sentence's words in chunks of ``limit`` phonemes (pack_evenly).  The stream's
+        first chunk, where its limit is below the build's (cut short for time to first
+        audio), ends at the sentence's first clause punctuation if that fits."""
+        cut = first_clause(words, limit) if first and limit < self.chunk_limit else 0
+        if not cut:
+            return pack_evenly(words, limit, end)
+        return [Piece(tuple(words[:cut]), words[cut - 1].end), *pack_evenly(words[cut:], limit, end)]
 
     def _speakable(self, piece: Piece) -> bool:
         return any(p in self.vocab and p not in SILENT_SYMBOLS for p in piece.phonemes)

@@ -258,6 +258,21 @@ def pack_evenly(words: Sequence[Word], limit: int, end: Break | float = "sentenc
     return best
 
 
+def first_clause(words: Sequence[Word], limit: int) -> int:
+    """How many of ``words`` make up their first clause (up to the first clause
+    punctuation), where it fits in ``limit`` phonemes and leaves words after it; else 0.
+
+    A chunk cut short for its time to first audio ends there rather than wherever its
+    limit falls: a reply's opening clause ("Sure,", "Sorry,") is said as a phrase of its
+    own, and the chunk's audio ends in the pause the model gives the comma."""
+    for cut, word in enumerate(words[:-1], 1):
+        if size(words[:cut]) > limit:
+            return 0
+        if word.end == "clause":
+            return cut
+    return 0
+
+
 def _clause_cut(words: Sequence[Word], limit: int) -> int:
     for cut in range(len(words), 0, -1):
         if words[cut - 1].end == "clause" and size(words[:cut]) * 3 >= limit:
