@@ -292,6 +292,25 @@ def test_a_client_error_names_its_field(server, fields, param):
     assert (error["param"], error["type"]) == (param, "invalid_request_error")
 
 
+def test_the_warm_up_runs_on_the_thread_that_runs_the_requests(synth, voices):
+    """The first synthesis on a thread makes its scratch: done at startup by the
+    scheduler's worker, the first request does not wait for it."""
+    threads = []
+
+    class Recording:
+        def stream(self, text, voice=None, speed=1.0, chunk_limit=None):
+            for chunk in synth.stream(text, voice, speed, chunk_limit=chunk_limit):
+                threads.append(threading.current_thread().name)  # where it was synthesized
+                yield chunk
+
+    app = create_app(ServerOptions(voices=voices, warmup=True), Recording())
+    with running(app) as (url, app):
+        assert threads == ["kokoro-scheduler"] and stats(app)["completed"] == 1  # "Ready."
+        response = post(url, speech(response_format="pcm"), key=None)
+    assert response.status_code == 200
+    assert len(threads) > 1 and set(threads) == {"kokoro-scheduler"}
+
+
 class BrokenBuild:
     """A Synthesizer stand-in failing as a corrupt build would: when the stream is made
     (``at_call``) or when its first chunk is asked for."""

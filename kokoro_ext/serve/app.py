@@ -473,6 +473,15 @@ def _log_failure(error: Exception, what: str) -> None:
         log.error("%s: %s: %s", what, type(error).__name__, error, exc_info=error)
 
 
+async def _warm_up(scheduler: Scheduler, synthesizer: Any) -> None:
+    """Synthesize a word as a request's job: on the scheduler's worker thread, which runs
+    every request, so that the first synthesis there (which makes the thread's scratch:
+    the kernels' per-thread workspaces, about 20 ms) is not the first request's."""
+    job = scheduler.submit(synthesizer.stream("Ready."))
+    while await job.get(scheduler) is not END:
+        pass
+
+
 def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     """The application serving ``options.artifacts`` (or an already loaded ``synthesizer``).
 
@@ -540,11 +549,11 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
 
             synth = await asyncio.to_thread(Synthesizer, options.artifacts)
             await asyncio.to_thread(synth.load)
-        if options.warmup:
-            await asyncio.to_thread(synth.synthesize, "Ready.")
         app.state.synthesizer = synth
         app.state.scheduler = Scheduler(options.max_active, options.max_queue)
         app.state.voices = voices
+        if options.warmup:
+            await _warm_up(app.state.scheduler, synth)
         try:
             yield
         finally:
