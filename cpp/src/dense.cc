@@ -341,9 +341,20 @@ void TapsFilter(tvm::ffi::TensorView w, tvm::ffi::TensorView taps) {
 }
 
 /*!
- * \brief taps_filter's packing of w quantized per output channel (quantized.h), and the
- *  scales [ceil(C_out / 8) 8] (zero past C_out).  Returns the rows quantized off a grid.
+ * \brief w [C_out, C_in, K] quantized per output channel (quantized.h) and packed as
+ *  taps_filter packs it, the scales [ceil(C_out / 8) 8] (zero past C_out).  Returns the
+ *  rows quantized off a grid.
  */
+int64_t QuantizeTaps(const float* w, int64_t C_out, int64_t C_in, int64_t K, int8_t* taps,
+                     float* scale) {
+  std::vector<int8_t> q(C_out * C_in * K);
+  std::fill(scale, scale + PackedBlocks(C_out) * kPack, 0.f);
+  const int64_t lossy = QuantizeRows(w, C_out, C_in * K, C_in * K, 1, q.data(), C_in * K, 1, scale);
+  PackTaps(q.data(), taps, C_out, C_in, K);
+  return lossy;
+}
+
+/*! \brief QuantizeTaps into the tensors taps and scale; returns the rows off a grid. */
 int64_t TapsFilterQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView taps,
                      tvm::ffi::TensorView scale) {
   constexpr const char* kName = "kokoro_ext.taps_filter_q8";
@@ -353,13 +364,8 @@ int64_t TapsFilterQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView taps,
   CheckShape(kName, "taps", taps, PackedTapsShape(C_out, C_in, K));
   CheckFloat32Cpu(kName, "scale", scale, 1);
   CheckShape(kName, "scale", scale, {PackedBlocks(C_out) * kPack});
-  std::vector<int8_t> q(C_out * C_in * K);
-  float* ps = DataPtr<float>(scale);
-  std::fill(ps, ps + PackedBlocks(C_out) * kPack, 0.f);
-  const int64_t lossy =
-      QuantizeRows(DataPtr<const float>(w), C_out, C_in * K, C_in * K, 1, q.data(), C_in * K, 1, ps);
-  PackTaps(q.data(), DataPtr<int8_t>(taps), C_out, C_in, K);
-  return lossy;
+  return QuantizeTaps(DataPtr<const float>(w), C_out, C_in, K, DataPtr<int8_t>(taps),
+                      DataPtr<float>(scale));
 }
 
 /*!
@@ -380,12 +386,8 @@ int64_t TapsFilterQ8Quads(tvm::ffi::TensorView w, tvm::ffi::TensorView quads,
   CheckFloat32Cpu(kName, "scale", scale, 1);
   CheckShape(kName, "scale", scale, {PackedBlocks(C_out) * kPack});
   std::vector<int8_t> taps(PackedBlocks(C_out) * K * C_in * kPack);
-  std::vector<int8_t> q(C_out * C_in * K);
-  float* ps = DataPtr<float>(scale);
-  std::fill(ps, ps + PackedBlocks(C_out) * kPack, 0.f);
-  const int64_t lossy =
-      QuantizeRows(DataPtr<const float>(w), C_out, C_in * K, C_in * K, 1, q.data(), C_in * K, 1, ps);
-  PackTaps(q.data(), taps.data(), C_out, C_in, K);
+  const int64_t lossy = QuantizeTaps(DataPtr<const float>(w), C_out, C_in, K, taps.data(),
+                                     DataPtr<float>(scale));
   QuadFilterInt8(taps.data(), PackedBlocks(C_out), K, C_in, DataPtr<int8_t>(quads),
                  DataPtr<int32_t>(sums));
   return lossy;

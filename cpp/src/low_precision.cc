@@ -311,24 +311,6 @@ KOKORO_EXT_VNNI_TARGET void QuantizeKernel(const float* x, int64_t quads, int64_
   }
 }
 
-KOKORO_EXT_VNNI_TARGET void QuadFilterKernel(const int8_t* taps, int64_t quads, int8_t* out,
-                                             int32_t* sum) {
-  __m256i total = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sum));
-  for (int64_t p = 0; p < quads; ++p, taps += 4 * kPack, out += 4 * kPack) {
-    const __m128i x01 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(taps));
-    const __m128i x23 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(taps + 2 * kPack));
-    const __m128i t01 = _mm_unpacklo_epi8(x01, _mm_srli_si128(x01, 8));  // r0 r1 per column
-    const __m128i t23 = _mm_unpacklo_epi8(x23, _mm_srli_si128(x23, 8));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(t01, t23));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi16(t01, t23));
-    total = _mm256_add_epi32(total, _mm256_cvtepi8_epi32(x01));
-    total = _mm256_add_epi32(total, _mm256_cvtepi8_epi32(_mm_srli_si128(x01, 8)));
-    total = _mm256_add_epi32(total, _mm256_cvtepi8_epi32(x23));
-    total = _mm256_add_epi32(total, _mm256_cvtepi8_epi32(_mm_srli_si128(x23, 8)));
-  }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sum), total);
-}
-
 KOKORO_EXT_VNNI_TARGET void QuantizeRowKernel(const float* x, int64_t K, int64_t quads,
                                               int64_t cols, float* scale, int32_t* zero,
                                               uint8_t* dst) {
@@ -433,7 +415,7 @@ void QuantizeRowsInt8(const float* x, int64_t M, int64_t K, int64_t x_stride, in
 
 void QuadFilterInt8(const int8_t* taps, int64_t blocks, int64_t K, int64_t C_in, int8_t* out,
                     int32_t* sums) {
-  static_assert(kPack == 8, "a quad of int8 rows is two 16-byte loads");
+  // At build time (taps_filter_q8_quads), once per filter: a plain loop.
   const int64_t quads = (C_in + 3) / 4, C4 = 4 * quads;
   for (int64_t b = 0; b < blocks; ++b) {
     int32_t* sum = sums + b * kPack;
@@ -441,15 +423,8 @@ void QuadFilterInt8(const int8_t* taps, int64_t blocks, int64_t K, int64_t C_in,
     for (int64_t k = 0; k < K; ++k) {
       const int8_t* src = taps + (b * K + k) * C_in * kPack;  // [C_in][kPack]
       int8_t* dst = out + (b * K + k) * C4 * kPack;           // [quads][kPack][4]
-      int64_t p = 0;
-#ifdef KOKORO_EXT_HAS_X86_KERNELS
-      if (HostHasVnni()) {
-        p = C_in / 4;
-        QuadFilterKernel(src, p, dst, sum);
-      }
-#endif
-      // the rest (all without VNNI), and a last quad with fewer than 4 rows, zero-padded
-      for (; p < quads; ++p) {
+      // a last quad with fewer than 4 rows zero-padded
+      for (int64_t p = 0; p < quads; ++p) {
         for (int64_t r = 0; r < kPack; ++r) {
           for (int64_t j = 0; j < 4; ++j) {
             const int64_t c = 4 * p + j;

@@ -22,7 +22,13 @@ from kokoro_ext.run.voices import NamedVoice, check_voice_pack, load_voice_array
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import load_weights
 from kokoro_ext.text import Piece, phonemes_to_ids
-from kokoro_ext.text.chunking import Break, first_clause, pack_evenly, pause_after, split_in_two
+from kokoro_ext.text.chunking import (
+    Break,
+    first_clause,
+    pack_evenly,
+    pause_after,
+    split_in_two,
+)
 from kokoro_ext.text.frontend import FrontEnd, resolve_language
 
 # OpenAI's range.  Durations are divided by the speed and rounded, at least a frame per
@@ -310,7 +316,8 @@ class Synthesizer:
         cut = first_clause(words, limit) if first and limit < self.chunk_limit else 0
         if not cut:
             return pack_evenly(words, limit, end)
-        return [Piece(tuple(words[:cut]), words[cut - 1].end), *pack_evenly(words[cut:], limit, end)]
+        first_piece = Piece(tuple(words[:cut]), words[cut - 1].end)
+        return [first_piece, *pack_evenly(words[cut:], limit, end)]
 
     def _speakable(self, piece: Piece) -> bool:
         return any(p in self.vocab and p not in SILENT_SYMBOLS for p in piece.phonemes)

@@ -26,8 +26,8 @@ a float32 scale per output channel (per layer, direction and gate row for the LS
 (quads, sums, s) = taps_filter_q8_quads(w) or columns_q8_quads(w): the int8 values packed
 in quads of input channels for the int8 products, with each output channel's sum.
 LiftTransformParams moves them into the weight transform the build runs once, so they are
-what the build stores.  An LSTM is rewritten
-only when all three of its weights are chosen: the kernel takes them all in one dtype.
+what the build stores.  An LSTM is rewritten only when all three of its weights are
+chosen: the kernel takes them all in one dtype.
 The Winograd filter is then computed from the int8 taps at each call
 (cpp/src/winograd.cc), not stored: it is about twice the float32 filter and eight times
 the int8 one.  The float32 layouts the rewritten calls took are
@@ -125,7 +125,8 @@ class _Rewriter(relax.PyExprMutator):
         else:
             kernel = kernels.CONV1D_TAPS_Q8
         options = relax.ShapeExpr([pad, dilation])
-        return relax.call_dps_packed(kernel, [options, x, *self._taps(w, kernel), bias], call.ty_args[0])
+        filter_ = self._taps(w, kernel)
+        return relax.call_dps_packed(kernel, [options, x, *filter_, bias], call.ty_args[0])
 
     def _taps(self, w: relax.Expr, kernel: str) -> tuple:
         """The filter ``w`` [C_out, C_in, K] as ``kernel`` takes it: (quads, sums, scale) for
@@ -134,15 +135,14 @@ class _Rewriter(relax.PyExprMutator):
         padded = -(-c_out // _KPACK) * _KPACK  # output channels in whole packed blocks
         if kernel == kernels.CONV1D_TAPS_Q8_INT8:
             layout = tvm_ffi.get_global_func(kernels.TAPS_FILTER_Q8_QUADS_SHAPE)
+            quads = [int(d) for d in layout(c_out, c_in, taps)]
             return self._quantized(
-                kernels.TAPS_FILTER_Q8_QUADS, w, ([int(d) for d in layout(c_out, c_in, taps)], "int8"),
-                ([padded], "int32"), ([padded], "float32"),
+                kernels.TAPS_FILTER_Q8_QUADS, w,
+                (quads, "int8"), ([padded], "int32"), ([padded], "float32"),
             )
         layout = tvm_ffi.get_global_func(kernels.TAPS_FILTER_SHAPE)
-        return self._quantized(
-            kernels.TAPS_FILTER_Q8, w, ([int(d) for d in layout(c_out, c_in, taps)], "int8"),
-            ([padded], "float32"),
-        )
+        shape = [int(d) for d in layout(c_out, c_in, taps)]
+        return self._quantized(kernels.TAPS_FILTER_Q8, w, (shape, "int8"), ([padded], "float32"))
 
     def _from_weights(self, expr: relax.Expr) -> bool:
         """Whether ``expr`` is computed from constants and weight parameters alone, so that
