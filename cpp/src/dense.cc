@@ -610,25 +610,16 @@ int64_t ColumnsQ8Quads(tvm::ffi::TensorView w, tvm::ffi::TensorView quads,
   CheckFloat32Cpu(kName, "w", w, 2);
   const int64_t K = w.shape()[0], N = w.shape()[1];
   CheckQuadColumns(kName, quads, sums, scale, K, N);
-  std::vector<int8_t> q(K * N);
+  // The columns are the rows of a one-tap filter [N, K, 1], whose quads (TapsQuadsShape,
+  // one tap) are this layout: packed as taps_filter_q8_quads packs a filter; the sums
+  // past N are dropped.
+  std::vector<int8_t> q(N * K), taps(PackedBlocks(N) * K * kPack);
+  std::vector<int32_t> padded_sums(PackedBlocks(N) * kPack);
   const int64_t lossy =
-      QuantizeRows(DataPtr<const float>(w), N, K, 1, N, q.data(), 1, N, DataPtr<float>(scale));
-  const auto shape = QuadColumnsShape(K, N);
-  int8_t* pq = DataPtr<int8_t>(quads);
-  int32_t* ps = DataPtr<int32_t>(sums);
-  std::fill(ps, ps + N, 0);
-  for (int64_t b = 0; b < shape[0]; ++b) {
-    for (int64_t p = 0; p < shape[1]; ++p) {
-      for (int64_t r = 0; r < kPack; ++r) {
-        for (int64_t j = 0; j < 4; ++j) {
-          const int64_t k = 4 * p + j, n = b * kPack + r;
-          const int8_t v = k < K && n < N ? q[k * N + n] : 0;
-          pq[((b * shape[1] + p) * kPack + r) * 4 + j] = v;
-          if (n < N) ps[n] += v;
-        }
-      }
-    }
-  }
+      QuantizeRows(DataPtr<const float>(w), N, K, 1, N, q.data(), K, 1, DataPtr<float>(scale));
+  PackTaps(q.data(), taps.data(), N, K, 1);
+  QuadFilterInt8(taps.data(), PackedBlocks(N), 1, K, DataPtr<int8_t>(quads), padded_sums.data());
+  std::copy_n(padded_sums.data(), N, DataPtr<int32_t>(sums));
   return lossy;
 }
 

@@ -27,11 +27,10 @@ a float32 scale per output channel (per layer, direction and gate row for the LS
 in quads of input channels for the int8 products, with each output channel's sum.
 LiftTransformParams moves them into the weight transform the build runs once, so they are
 what the build stores.  An LSTM is rewritten only when all three of its weights are
-chosen: the kernel takes them all in one dtype.
-The Winograd filter is then computed from the int8 taps at each call
-(cpp/src/winograd.cc), not stored: it is about twice the float32 filter and eight times
-the int8 one.  The float32 layouts the rewritten calls took are
-dropped, so nothing stores them.
+chosen: the kernel takes them all in one dtype.  The Winograd filter is then computed
+from the int8 taps at each call (cpp/src/winograd.cc), not stored: it is about twice the
+float32 filter and eight times the int8 one.  The float32 layouts the rewritten calls
+took are dropped, so nothing stores them.
 
 The build's precision (``products``, kokoro_ext.build.precision.LayerProducts) picks the
 convolution kernel: a long convolution (one the Winograd pass took) with int8 products is
