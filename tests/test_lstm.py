@@ -254,6 +254,33 @@ def _quantize(w: np.ndarray):
     return q, scale, int(lossy)
 
 
+PANEL = 128  # gates per panel of lstm_q8's w_hh
+
+
+def _panels(w_hh: np.ndarray):
+    """(panels, scale, lossy rows) of w_hh [..., 4H, H] by kokoro_ext.lstm_recurrent_q8."""
+    import tvm_ffi
+
+    w = np.ascontiguousarray(w_hh, np.float32)
+    *lead, G, H = w.shape
+    panels = np.empty((*lead, -(-G // PANEL), H, PANEL), np.int8)
+    scale = np.empty(w.shape[:-1], np.float32)
+    lossy = tvm.get_global_func(kernels.LSTM_RECURRENT_Q8)(
+        *map(tvm_ffi.from_dlpack, (w, panels, scale)))
+    return panels, scale, int(lossy)
+
+
+def _q8_weights(weights):
+    """lstm_q8's six weight arguments for float32 (w_ih_first, w_ih_rest, w_hh), and the
+    rows quantized off a grid."""
+    out, lossy = [], 0
+    for w in weights[:2]:
+        q, scale, n = _quantize(w)
+        out, lossy = out + [q, scale], lossy + n
+    panels, scale, n = _panels(weights[2])
+    return out + [panels, scale], lossy + n
+
+
 def _inputs(rng, layers, D, lengths, I, H):
     B, L = len(lengths), layers
     x = rng.standard_normal((B, STEPS, I), dtype=np.float32)
@@ -279,23 +306,42 @@ Q8_CASES = [
 @pytest.mark.parametrize("layers,D,lengths,I,H", Q8_CASES)
 def test_lstm_q8_equals_lstm_on_the_dequantized_weights_bit_for_bit(layers, D, lengths, I, H):
     """Weights on an int8 grid with a scale per row (as DynamicQuantizeLSTM's are): the int8
-    kernel computes the float32 kernel's sums on float(q) * scale, in the same order."""
+    kernel computes the float32 kernel's sums on float(q) * scale, in the same order (w_hh
+    in its int8 panels, dequantized in registers)."""
     rng = np.random.default_rng(layers * 10 + D)
     x, lens, h0, c0, bias = _inputs(rng, layers, D, lengths, I, H)
     for b, n in enumerate(lengths):
         x[b, n:] = 1e3  # padding, never read
-    quantized, dequantized = [], []
+    dequantized = []
     for shape in _weight_shapes(layers, D, I, H):
         q = rng.integers(-128, 128, shape, dtype=np.int8)
         scale = ((rng.random(shape[:-1]) + 0.5) / (8 * np.sqrt(H))).astype(np.float32)
-        quantized += [q, scale]
         dequantized.append(q.astype(np.float32) * scale[..., None])
+    quantized, lossy = _q8_weights(dequantized)
+    assert lossy == 0
     got = _call(kernels.LSTM_Q8, x, lens, h0, c0, *quantized, bias)
     want = _call(kernels.LSTM, x, lens, h0, c0, *dequantized, bias)
     for g, w, name in zip(got, want, ("y", "h_n", "c_n")):
         np.testing.assert_array_equal(g, w, err_msg=name)
     for b, n in enumerate(lengths):
         assert not got[0][b, n:].any(), "output past the length must be zero"
+
+
+@pytest.mark.parametrize("G,H", [(64, 16), (160, 40), (1024, 256)])
+def test_recurrent_panels_hold_the_int8_rows(G, H):
+    """lstm_recurrent_q8: the int8 values and scales of lstm_weights_q8, gate g's row in
+    column g % 128 of panel g // 128, gates past 4H zero."""
+    rng = np.random.default_rng(G + H)
+    w = rng.standard_normal((2, 1, G, H)).astype(np.float32)
+    q, scale, lossy = _quantize(w)
+    panels, panel_scale, panel_lossy = _panels(w)
+    assert panels.shape == (2, 1, -(-G // PANEL), H, PANEL)
+    np.testing.assert_array_equal(panel_scale, scale)
+    assert panel_lossy == lossy == 2 * G
+    padded = np.zeros((2, 1, panels.shape[2] * PANEL, H), np.int8)
+    padded[:, :, :G] = q
+    unpacked = padded.reshape(2, 1, -1, PANEL, H).transpose(0, 1, 2, 4, 3)
+    np.testing.assert_array_equal(panels, unpacked)
 
 
 def test_lstm_weights_q8_finds_the_grid_and_gives_the_values_back():
@@ -323,11 +369,8 @@ def test_lstm_q8_on_lossy_weights_stays_near_float64():
     x, lens, h0, c0, bias = _inputs(rng, layers, D, lengths, I, H)
     weights = [(rng.uniform(-1, 1, s) / np.sqrt(H)).astype(np.float32)
                for s in _weight_shapes(layers, D, I, H)]
-    quantized = []
-    for w in weights:
-        q, scale, lossy = _quantize(w)
-        assert lossy == int(np.prod(w.shape[:-1]))
-        quantized += [q, scale]
+    quantized, lossy = _q8_weights(weights)
+    assert lossy == sum(int(np.prod(w.shape[:-1])) for w in weights)
     got = _call(kernels.LSTM_Q8, x, lens, h0, c0, *quantized, bias)
     as64 = [torch.from_numpy(a).double() for a in (x, h0, c0, *weights, bias)]
     want = torch.ops.kokoro_ext.packed_lstm(
@@ -344,16 +387,16 @@ def test_lstm_q8_and_its_quantizer_reject_bad_weights_naming_them():
     rng = np.random.default_rng(9)
     x, lens, h0, c0, bias = _inputs(rng, 1, 2, [STEPS], INPUT, HIDDEN)
     shapes = _weight_shapes(1, 2, INPUT, HIDDEN)
-    good = []
-    for s in shapes:
-        good += [np.zeros(s, np.int8), np.ones(s[:-1], np.float32)]
+    good, _ = _q8_weights([np.zeros(s, np.float32) for s in shapes])
     _call(kernels.LSTM_Q8, x, lens, h0, c0, *good, bias)  # fine as it is
     cases = [
         (0, np.zeros(shapes[0], np.float32), r"w_ih_first must be int8"),
         (1, np.ones((2, 63), np.float32), r"w_ih_first_scale must have shape \[2, 64\]"),
         (3, np.ones((0, 2, 64), np.float64), r"w_ih_rest_scale must be float32"),
         (2, np.zeros((1, 2, 64, 32), np.int8), r"w_ih_rest must have shape \[0, 2, 64, 32\]"),
-        (4, np.zeros(shapes[2], np.float32), r"w_hh must be int8"),
+        (4, np.zeros((1, 2, 1, 16, 128), np.float32), r"w_hh must be int8"),
+        (4, np.zeros(shapes[2], np.int8), r"w_hh must have 5 dimensions"),
+        (4, np.zeros((1, 2, 1, 16, 64), np.int8), r"w_hh must have shape \[1, 2, 1, 16, 128\]"),
         (5, np.ones((1, 2, 64, 1), np.float32), r"w_hh_scale must have 3 dimensions"),
     ]
     for index, bad, message in cases:
@@ -374,3 +417,14 @@ def test_lstm_q8_and_its_quantizer_reject_bad_weights_naming_them():
     ]:
         with pytest.raises(ValueError, match=rf"kokoro_ext.lstm_weights_q8: {message}"):
             quantize(*map(tvm_ffi.from_dlpack, arrays))
+    pack = tvm.get_global_func(kernels.LSTM_RECURRENT_Q8)
+    for arrays, message in [
+        ((w, np.zeros((2, 1, 20, 64), np.int8), np.zeros((2, 64), np.float32)),
+         r"panels must have shape \[2, 1, 20, 128\]"),
+        ((w, np.zeros((2, 64, 20), np.int8), np.zeros((2, 64), np.float32)),
+         "panels must have 4 dimensions"),
+        ((np.zeros(20, np.float32), np.zeros((1, 20, 128), np.int8), np.zeros(1, np.float32)),
+         r"w must be \[\.\.\., 4H, H\]"),
+    ]:
+        with pytest.raises(ValueError, match=rf"kokoro_ext.lstm_recurrent_q8: {message}"):
+            pack(*map(tvm_ffi.from_dlpack, arrays))

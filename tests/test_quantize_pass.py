@@ -93,10 +93,10 @@ class LstmExpected:
                 ],
             )
             hh = R.call_dps_packed(
-                "kokoro_ext.lstm_weights_q8",
+                "kokoro_ext.lstm_recurrent_q8",
                 (p_w_hh,),
                 out_ty=[
-                    R.Tensor((1, 2, 64, 16), dtype="int8"),
+                    R.Tensor((1, 2, 1, 16, 128), dtype="int8"),
                     R.Tensor((1, 2, 64), dtype="float32"),
                 ],
             )

@@ -26,18 +26,26 @@
  *   kokoro_ext.lstm_q8(options, x, lengths, h0, c0, w_ih_first, w_ih_first_scale,
  *                      w_ih_rest, w_ih_rest_scale, w_hh, w_hh_scale, bias, y, h_n, c_n)
  *     the same on int8 weights with a float32 scale per row (per layer, direction and
- *     gate row: [D, 4H], [L-1, D, 4H], [L, D, 4H]), standing for float(q) * scale.
- *     Dequantized where they are read, into the float32 operands lstm reads, so the
- *     sums are lstm's on those values, bit for bit.
+ *     gate row: [D, 4H], [L-1, D, 4H], [L, D, 4H]), standing for float(q) * scale.  The
+ *     input weights are dequantized where they are read, into the float32 operands lstm
+ *     reads.  w_hh comes in gate panels, [L, D, ceil(4H / 128), H, 128] (gates past 4H
+ *     zero), as lstm_recurrent_q8 packs it, dequantized in registers at each step.  The
+ *     sums are lstm's on float(q) * scale, bit for bit.
  *   kokoro_ext.lstm_weights_q8(w, q, scale) -> int
  *     w [..., 4H, n] float32 as q int8 [..., 4H, n] and scale [..., 4H] (quantized.h's
  *     QuantizeRows, a row per all but the last axis); returns the rows quantized off a
  *     grid (lossy).  The build's weight transform runs it (kokoro_ext.build.passes.quantize).
+ *   kokoro_ext.lstm_recurrent_q8(w, panels, scale) -> int
+ *     w_hh [..., 4H, H] quantized as lstm_weights_q8 does, its int8 values packed in gate
+ *     panels [..., ceil(4H / 128), H, 128] for lstm_q8; returns the lossy rows.
  *
  * Work per layer: a BLAS GEMM per sample and direction projects every time step
  * (x W_ih^T + b), then the recurrences of all (sample, direction) pairs run in
  * parallel (TVM's thread pool, threading.h), each doing one [4H, H] matrix-vector
- * product per step with W_hh repacked into gate panels.
+ * product per step with W_hh in gate panels.  The float32 kernel packs them per call;
+ * lstm_q8 takes them packed at build time, in int8: a direction's 4H x H panels (1 MB
+ * in float32 at Kokoro's H = 256) are then a quarter megabyte, which stays in the core's
+ * L2 cache from one step to the next instead of streaming in from L3 at every step.
  */
 #include <kokoro_ext/products.h>
 #include <kokoro_ext/quantized.h>
@@ -119,19 +127,23 @@ std::unique_ptr<float[]> PackPanels(Value value, int64_t G, int64_t H) {
   return packed;
 }
 
-/*! \brief Rows [r0, r0 + G) of ``w`` (W_hh of one layer and direction) packed by PackPanels. */
-std::unique_ptr<float[]> PackRecurrentWeights(const LstmWeights& w, int64_t r0, int64_t G,
-                                              int64_t H) {
-  if (w.f32 != nullptr) {
-    const float* rows = w.f32 + r0 * H;
-    return PackPanels([rows, H](int64_t g, int64_t k) { return rows[g * H + k]; }, G, H);
-  }
-  const int8_t* rows = w.q8 + r0 * H;
-  const float* scale = w.scale + r0;
-  auto value = [rows, scale, H](int64_t g, int64_t k) {
-    return static_cast<float>(rows[g * H + k]) * scale[g];
-  };
-  return PackPanels(value, G, H);
+/*! \brief Rows [r0, r0 + G) of float32 ``w`` (W_hh of one layer and direction) packed by
+ *  PackPanels. */
+std::unique_ptr<float[]> PackRecurrentWeights(const float* w, int64_t r0, int64_t G, int64_t H) {
+  const float* rows = w + r0 * H;
+  return PackPanels([rows, H](int64_t g, int64_t k) { return rows[g * H + k]; }, G, H);
+}
+
+/*! \brief Gate panels of G gates. */
+constexpr int64_t Panels(int64_t G) { return (G + kGateBlock - 1) / kGateBlock; }
+
+/*! \brief w[0:G, 0:H] (value(g, k) its entries, G <= kGateBlock rows of a panel) into
+ *  an int8 panel [H, kGateBlock], gates past G zero. */
+template <typename Value>
+void PackPanelInt8(Value value, int64_t G, int64_t H, int8_t* panel) {
+  std::memset(panel, 0, H * kGateBlock);
+  for (int64_t k = 0; k < H; ++k)
+    for (int64_t g = 0; g < G; ++g) panel[k * kGateBlock + g] = value(g, k);
 }
 
 /*! \brief gates[0:G] += W_hh h, with W_hh packed by PackRecurrentWeights. */
@@ -153,6 +165,58 @@ void AddRecurrentTerm(const float* h, const float* packed, int64_t H, int64_t G,
   for (int64_t k = 0; k < H; ++k)
     for (int64_t v = 0; v < width; ++v) gates[g0 + v] += h[k] * panel[k * width + v];
 }
+
+/*!
+ * \brief gates[0:G] += W_hh h, with W_hh in int8 panels [ceil(G / kGateBlock), H,
+ *  kGateBlock] and a scale per gate, dequantized in registers (quantized.h's LoadInt8
+ *  times the gates' scales): the float32 kernel's sums on float(q) * scale, bit for bit.
+ *  A panel's gates go kSpan at a time, 8 of the host's vectors (all 128 on AVX-512, two
+ *  halves on AVX2 and NEON, whose 16 and 32 registers hold 8 sums and their operands).
+ */
+void AddRecurrentTermQ8(const float* h, const int8_t* panels, const float* scale, int64_t H,
+                        int64_t G, float* gates) {
+  constexpr int kSpanVecs = 8;
+  constexpr int64_t kSpan = kSpanVecs * kVectorLanes;
+  static_assert(kGateBlock % kSpan == 0, "a panel is whole spans");
+  for (int64_t g0 = 0; g0 < G; g0 += kSpan) {
+    const int8_t* panel = panels + g0 / kGateBlock * kGateBlock * H + g0 % kGateBlock;
+    // The tail past G: zero int8 values, a zero scale and gates not stored.
+    const int64_t width = std::min(kSpan, G - g0);
+    float in[kSpan] = {}, scales[kSpan] = {};
+    std::memcpy(in, gates + g0, width * sizeof(float));
+    std::memcpy(scales, scale + g0, width * sizeof(float));
+    RegisterVector acc[kSpanVecs], s[kSpanVecs];
+    for (int v = 0; v < kSpanVecs; ++v) {
+      acc[v] = LoadRegister(in + v * kVectorLanes);
+      s[v] = LoadRegister(scales + v * kVectorLanes);
+    }
+    for (int64_t k = 0; k < H; ++k) {
+      const RegisterVector hk = Splat(h[k]);
+      for (int v = 0; v < kSpanVecs; ++v) {
+        acc[v] += hk * (LoadInt8(panel + k * kGateBlock + v * kVectorLanes) * s[v]);
+      }
+    }
+    float out[kSpan];
+    for (int v = 0; v < kSpanVecs; ++v) StoreRegister(out + v * kVectorLanes, acc[v]);
+    std::memcpy(gates + g0, out, width * sizeof(float));
+  }
+}
+
+/*! \brief W_hh of one layer and direction: float32 panels (PackRecurrentWeights), or
+ *  int8 panels with a scale per gate (lstm_recurrent_q8). */
+struct RecurrentWeights {
+  const float* f32 = nullptr;
+  const int8_t* q8 = nullptr;
+  const float* scale = nullptr;
+
+  void AddTerm(const float* h, int64_t H, int64_t G, float* gates) const {
+    if (f32 != nullptr) {
+      AddRecurrentTerm(h, f32, H, G, gates);
+    } else {
+      AddRecurrentTermQ8(h, q8, scale, H, G, gates);
+    }
+  }
+};
 
 /*! \brief c = f c + i g; h = o tanh(c), from pre-activation gates [i | f | g | o]. */
 void UpdateState(const float* gates, int64_t H, float* h, float* c) {
@@ -176,17 +240,17 @@ void UpdateState(const float* gates, int64_t H, float* h, float* c) {
 /*!
  * \brief Run one direction of one layer over one sample.
  * \param proj    [len, 4H] input projections incl. bias, in time order
- * \param w_hh    recurrent weights packed by PackRecurrentWeights
+ * \param w_hh    recurrent weights in gate panels
  * \param out     y at time 0 for this sample and direction; steps are out_stride apart
  * \param h, c    initial state in, final state out ([H] each)
  */
-void Recurrence(const float* proj, int64_t len, bool reverse, const float* w_hh, int64_t H,
+void Recurrence(const float* proj, int64_t len, bool reverse, const RecurrentWeights& w_hh, int64_t H,
                 float* out, int64_t out_stride, float* h, float* c) {
   std::vector<float> gates(4 * H);
   for (int64_t s = 0; s < len; ++s) {
     const int64_t t = reverse ? len - 1 - s : s;
     std::memcpy(gates.data(), proj + t * 4 * H, 4 * H * sizeof(float));
-    AddRecurrentTerm(h, w_hh, H, 4 * H, gates.data());
+    w_hh.AddTerm(h, H, 4 * H, gates.data());
     UpdateState(gates.data(), H, h, c);
     std::memcpy(out + t * out_stride, h, H * sizeof(float));
   }
@@ -218,15 +282,16 @@ struct LstmShape {
 
 /*!
  * \brief The checks both kernels make of everything but the input weights: options, the
- *  shape of w_hh (its dtype is the caller's to check), x, h0, c0, bias, y, h_n, c_n and
- *  lengths (values too).
+ *  shape of w_hh (rows [L, D, 4H, H], or with ``panels`` gate panels [L, D,
+ *  ceil(4H / 128), H, 128]; its dtype is the caller's to check), x, h0, c0, bias, y, h_n,
+ *  c_n and lengths (values too).
  */
 LstmShape CheckLstmArgs(const char* kernel, const tvm::ffi::Shape& options,
                         const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& lengths,
                         const tvm::ffi::TensorView& h0, const tvm::ffi::TensorView& c0,
                         const tvm::ffi::TensorView& w_hh, const tvm::ffi::TensorView& bias,
                         const tvm::ffi::TensorView& y, const tvm::ffi::TensorView& h_n,
-                        const tvm::ffi::TensorView& c_n) {
+                        const tvm::ffi::TensorView& c_n, bool panels = false) {
   if (options.size() != 1) {
     TVM_FFI_THROW(ValueError) << kernel << ": options must be (enforce_sorted,)";
   }
@@ -234,11 +299,16 @@ LstmShape CheckLstmArgs(const char* kernel, const tvm::ffi::Shape& options,
   s.enforce_sorted = options[0] != 0;
   s.L = w_hh.shape()[0], s.D = w_hh.shape()[1], s.H = w_hh.shape()[3];
   const int64_t L = s.L, D = s.D, H = s.H;
+  const char* layout = panels ? "[L, D, ceil(4H / 128), H, 128]" : "[L, D, 4H, H]";
   if (D != 1 && D != 2) {
-    TVM_FFI_THROW(ValueError) << kernel << ": w_hh must be [L, D, 4H, H] with D = 1 or 2, got "
-                              << ShapeString(w_hh.shape());
+    TVM_FFI_THROW(ValueError) << kernel << ": w_hh must be " << layout
+                              << " with D = 1 or 2, got " << ShapeString(w_hh.shape());
   }
-  CheckShape(kernel, "w_hh", w_hh, {L, D, 4 * H, H});
+  if (panels) {
+    CheckShape(kernel, "w_hh", w_hh, {L, D, Panels(4 * H), H, kGateBlock});
+  } else {
+    CheckShape(kernel, "w_hh", w_hh, {L, D, 4 * H, H});
+  }
   CheckFloat32Cpu(kernel, "x", x, 3);
   s.B = x.shape()[0], s.T = x.shape()[1], s.I = x.shape()[2];
   const int64_t B = s.B, T = s.T;
@@ -283,6 +353,9 @@ LstmWeights Int8Weights(const tvm::ffi::TensorView& w, const char* name,
   return LstmWeights{nullptr, DataPtr<const int8_t>(w), DataPtr<const float>(scale)};
 }
 
+/*! \brief The LSTM on input weights as LstmWeights hold them and W_hh as float32 rows
+ *  [L, D, 4H, H] (packed in panels here) or int8 panels [L, D, ceil(4H / 128), H, 128]
+ *  with a scale per gate [L, D, 4H] (q8 and scale). */
 void LstmForward(const LstmShape& s, const tvm::ffi::TensorView& x,
                  const tvm::ffi::TensorView& lengths, const tvm::ffi::TensorView& h0,
                  const tvm::ffi::TensorView& c0, const LstmWeights& w_ih_first,
@@ -324,14 +397,25 @@ void LstmForward(const LstmShape& s, const tvm::ffi::TensorView& x,
       scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, G, in_dim, 1.f,
                         in + b * T * in_dim, in_dim, w_ih + d * G * in_dim, in_dim, 1.f, p, G);
     });
-    std::vector<std::unique_ptr<float[]>> w_rec(D);
-    ParallelFor(D, [&](int64_t d) {
-      w_rec[d] = PackRecurrentWeights(w_hh, (l * D + d) * G, G, H);
-    });
+    std::vector<std::unique_ptr<float[]>> packed(D);
+    std::vector<RecurrentWeights> w_rec(D);
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t r0 = (l * D + d) * G;
+      if (w_hh.q8 != nullptr) {
+        w_rec[d] = RecurrentWeights{nullptr, w_hh.q8 + r0 / G * Panels(G) * H * kGateBlock,
+                                    w_hh.scale + r0};
+      }
+    }
+    if (w_hh.f32 != nullptr) {
+      ParallelFor(D, [&](int64_t d) {
+        packed[d] = PackRecurrentWeights(w_hh.f32, (l * D + d) * G, G, H);
+        w_rec[d] = RecurrentWeights{packed[d].get()};
+      });
+    }
     ParallelFor(D * B, [&](int64_t task) {
       const int64_t d = task / B, b = task % B;
       const int64_t state = ((l * D + d) * B + b) * H;
-      Recurrence(proj.get() + (d * B + b) * T * G, len[b], d == 1, w_rec[d].get(), H,
+      Recurrence(proj.get() + (d * B + b) * T * G, len[b], d == 1, w_rec[d], H,
                  dst + b * T * D * H + d * H, D * H, hn + state, cn + state);
     });
     layer_in.swap(layer_out);
@@ -358,15 +442,17 @@ void LstmQ8(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorVie
             tvm::ffi::TensorView w_ih_rest_scale, tvm::ffi::TensorView w_hh,
             tvm::ffi::TensorView w_hh_scale, tvm::ffi::TensorView bias, tvm::ffi::TensorView y,
             tvm::ffi::TensorView h_n, tvm::ffi::TensorView c_n) {
-  CheckInt8Cpu(kNameQ8, "w_hh", w_hh, 4);
+  CheckInt8Cpu(kNameQ8, "w_hh", w_hh, 5);
   const LstmShape s =
-      CheckLstmArgs(kNameQ8, options, x, lengths, h0, c0, w_hh, bias, y, h_n, c_n);
+      CheckLstmArgs(kNameQ8, options, x, lengths, h0, c0, w_hh, bias, y, h_n, c_n, true);
   const int64_t L = s.L, D = s.D, H = s.H;
   const LstmWeights first = Int8Weights(w_ih_first, "w_ih_first", w_ih_first_scale,
                                         "w_ih_first_scale", {D, 4 * H, s.I});
   const LstmWeights rest = Int8Weights(w_ih_rest, "w_ih_rest", w_ih_rest_scale,
                                        "w_ih_rest_scale", {L - 1, D, 4 * H, D * H});
-  const LstmWeights rec = Int8Weights(w_hh, "w_hh", w_hh_scale, "w_hh_scale", {L, D, 4 * H, H});
+  CheckFloat32Cpu(kNameQ8, "w_hh_scale", w_hh_scale, 3);
+  CheckShape(kNameQ8, "w_hh_scale", w_hh_scale, {L, D, 4 * H});
+  const LstmWeights rec{nullptr, DataPtr<const int8_t>(w_hh), DataPtr<const float>(w_hh_scale)};
   LstmForward(s, x, lengths, h0, c0, first, rest, rec, bias, y, h_n, c_n);
 }
 
@@ -401,6 +487,45 @@ int64_t LstmWeightsQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView q, tvm::ffi::
   return lossy;
 }
 
+/*!
+ * \brief w_hh [..., 4H, H] quantized as LstmWeightsQ8 quantizes it, its int8 values packed
+ *  in gate panels [..., ceil(4H / 128), H, 128] (gates past 4H zero) for lstm_q8, the
+ *  scales [..., 4H].  Returns the rows quantized off a grid.
+ */
+int64_t LstmRecurrentQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView panels,
+                        tvm::ffi::TensorView scale) {
+  constexpr const char* kPacker = "kokoro_ext.lstm_recurrent_q8";
+  const int ndim = w.ndim();
+  if (ndim < 2) {
+    TVM_FFI_THROW(ValueError) << kPacker << ": w must be [..., 4H, H], got shape "
+                              << ShapeString(w.shape());
+  }
+  CheckFloat32Cpu(kPacker, "w", w, ndim);
+  const std::vector<int64_t> shape(w.shape().begin(), w.shape().end());
+  const int64_t G = shape[ndim - 2], H = shape[ndim - 1];
+  std::vector<int64_t> panels_shape(shape.begin(), shape.end() - 2);
+  panels_shape.insert(panels_shape.end(), {Panels(G), H, kGateBlock});
+  CheckInt8Cpu(kPacker, "panels", panels, ndim + 1);
+  CheckShape(kPacker, "panels", panels, panels_shape);
+  CheckFloat32Cpu(kPacker, "scale", scale, ndim - 1);
+  CheckShape(kPacker, "scale", scale, std::vector<int64_t>(shape.begin(), shape.end() - 1));
+  int64_t matrices = 1;
+  for (int i = 0; i < ndim - 2; ++i) matrices *= shape[i];
+  std::vector<int8_t> q(G * H);
+  int64_t lossy = 0;
+  for (int64_t m = 0; m < matrices; ++m) {
+    lossy += QuantizeRows(DataPtr<const float>(w) + m * G * H, G, H, H, 1, q.data(), H, 1,
+                          DataPtr<float>(scale) + m * G);
+    int8_t* dst = DataPtr<int8_t>(panels) + m * Panels(G) * H * kGateBlock;
+    for (int64_t g0 = 0; g0 < G; g0 += kGateBlock) {
+      const int8_t* rows = q.data() + g0 * H;
+      PackPanelInt8([rows, H](int64_t g, int64_t k) { return rows[g * H + k]; },
+                    std::min(kGateBlock, G - g0), H, dst + g0 * H);
+    }
+  }
+  return lossy;
+}
+
 }  // namespace
 
 TVM_FFI_STATIC_INIT_BLOCK() {
@@ -410,7 +535,8 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   refl::GlobalDef()
       .def(kName, Lstm)
       .def(kNameQ8, LstmQ8)
-      .def("kokoro_ext.lstm_weights_q8", LstmWeightsQ8);
+      .def("kokoro_ext.lstm_weights_q8", LstmWeightsQ8)
+      .def("kokoro_ext.lstm_recurrent_q8", LstmRecurrentQ8);
 }
 
 }  // namespace kokoro_ext

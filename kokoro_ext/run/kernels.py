@@ -44,11 +44,12 @@ WINOGRAD_FILTER_SHAPE = "kokoro_ext.winograd_filter_shape"
 WINOGRAD_PAYS = "kokoro_ext.winograd_pays"
 WINOGRAD_CACHE_STATS = "kokoro_ext.winograd_cache_stats"
 WINOGRAD_CACHE_CLEAR = "kokoro_ext.winograd_cache_clear"
-# lstm.cc (kokoro_ext.build.frontend.lstm); its int8-weight form and quantizer
+# lstm.cc (kokoro_ext.build.frontend.lstm); its int8-weight form and quantizers
 # (kokoro_ext.build.passes.quantize)
 LSTM = "kokoro_ext.lstm"
 LSTM_Q8 = "kokoro_ext.lstm_q8"
 LSTM_WEIGHTS_Q8 = "kokoro_ext.lstm_weights_q8"
+LSTM_RECURRENT_Q8 = "kokoro_ext.lstm_recurrent_q8"
 # storage.cc: the VM's storage pool (kokoro_ext.build.passes.memory)
 ALLOC_STORAGE = "kokoro_ext.alloc_storage"
 STORAGE_POOL_STATS = "kokoro_ext.storage_pool_stats"

@@ -23,7 +23,7 @@ from kokoro_ext.run.weights import WeightEntry
 
 #: Version of what a build's files mean: the manifest's schema, the stage signatures, the
 #: weights layout and what the stage libraries need of the native library.
-FORMAT = 9
+FORMAT = 10
 REBUILD = "rebuild the artifacts"
 
 #: One entry of a symbolic shape: a fixed size, or an axis name or expression of one.

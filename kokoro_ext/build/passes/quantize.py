@@ -22,7 +22,8 @@ one rule quantizes a float32 weight, at build time),
       -> interleave(conv1d_taps_q8_int8([1, 1], x, taps_filter_q8_quads(phases(w)), repeat(b)))
 
 with (q, s) = taps_filter_q8(w), columns_q8(w) or lstm_weights_q8(w): the int8 values and
-a float32 scale per output channel (per layer, direction and gate row for the LSTM), and
+a float32 scale per output channel (per layer, direction and gate row for the LSTM; its
+w_hh as lstm_recurrent_q8(w) packs it, in panels of 128 gates), and
 (quads, sums, s) = taps_filter_q8_quads(w) or columns_q8_quads(w): the int8 values packed
 in quads of input channels for the int8 products, with each output channel's sum.
 LiftTransformParams moves them into the weight transform the build runs once, so they are
@@ -54,6 +55,7 @@ from kokoro_ext.run import kernels, native
 _CALL_DPS_PACKED = tvm.ir.Op.get("relax.call_dps_packed")
 _PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
 _KPACK = 8  # output channels per packed block (cpp/include/kokoro_ext/products.h)
+_GATE_PANEL = 128  # gates per panel of an LSTM's int8 w_hh (cpp/src/lstm.cc, kGateBlock)
 
 
 def _extern(expr: relax.Expr, name: str | None = None) -> str | None:
@@ -207,11 +209,17 @@ class _Rewriter(relax.PyExprMutator):
         if any(self._weight(w, None) is None for w in weights):
             return None
         args = [options, x, lengths, h0, c0]
-        for w in weights:  # w_ih_first, w_ih_rest (empty for one layer), w_hh
+        *inputs, w_hh = weights  # w_ih_first, w_ih_rest (empty for one layer); w_hh
+        for w in inputs:
             shape = [int(v) for v in w.ty.shape.values]
             args += self._quantized(
                 kernels.LSTM_WEIGHTS_Q8, w, (shape, "int8"), (shape[:-1], "float32")
             )
+        *matrices, gates, hidden = [int(v) for v in w_hh.ty.shape.values]
+        panels = [*matrices, -(-gates // _GATE_PANEL), hidden, _GATE_PANEL]
+        args += self._quantized(
+            kernels.LSTM_RECURRENT_Q8, w_hh, (panels, "int8"), ([*matrices, gates], "float32")
+        )
         out_ty = list(call.ty_args[0].fields)  # (y, h_n, c_n)
         return relax.call_dps_packed(kernels.LSTM_Q8, [*args, bias], out_ty)
 
