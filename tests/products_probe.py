@@ -4,7 +4,9 @@ naming the kernel library to load (tests/test_products_isa.py).
 
 After those (``FLOAT_OUTPUTS`` of them), pairs: each int8-weight kernel's output and the
 float32 kernel's on the same weights dequantized, which must be equal bit for bit
-(``PAIR_OUTPUTS``).  Last, where this CPU has the instructions, the low-precision kernels'
+(``PAIR_OUTPUTS``: the convolutions, the addmms and an LSTM, whose W_hh panels of 160
+gates are a whole and a partial panel, one and two spans of registers on AVX-512, two and
+three on AVX2).  Last, where this CPU has the instructions, the low-precision kernels'
 outputs (low_precision.h, compiled for them whatever the library's -march):
 conv1d_taps_q8_int8's on the convolutions and addmm_q8_int8's on the addmms, then
 conv1d_taps_q8_bf16's on the convolutions; none of either without."""
@@ -37,8 +39,10 @@ def inputs(seed: int = 0):
     return convs, addmms
 
 
+LSTM = (2, 9, 20, 40)  # D, T, I, H
+
 FLOAT_OUTPUTS = 8
-PAIR_OUTPUTS = 2 * (len(CONVS) + len(ADDMMS))
+PAIR_OUTPUTS = 2 * (len(CONVS) + len(ADDMMS) + 1)
 LOW_PRECISION_KERNELS = ("kokoro_ext.conv1d_taps_q8_int8", "kokoro_ext.conv1d_taps_q8_bf16")
 
 
@@ -110,7 +114,42 @@ def _q8_pairs(convs, addmms) -> list[np.ndarray]:
         f("kokoro_ext.addmm_q8")(T(b), T(x), T(q), T(scale), T(y_q))
         f("kokoro_ext.addmm")(T(b), T(x), T(w_dq), T(y_f))
         pairs += [y_q, y_f]
-    return pairs
+    return pairs + _lstm_pair()
+
+
+def _lstm_pair() -> list[np.ndarray]:
+    """lstm_q8's y (its W_hh in int8 panels) and lstm's on the dequantized weights."""
+    f = tvm_ffi.get_global_func
+    T = tvm_ffi.from_dlpack
+    D, steps, I, H = LSTM
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, steps, I), dtype=np.float32)
+    lengths = np.array([steps], np.int64)
+    h0 = rng.standard_normal((D, 1, H), dtype=np.float32) * np.float32(0.5)
+    bias = rng.standard_normal((1, D, 4 * H), dtype=np.float32) * np.float32(0.1)
+    w_ih = rng.standard_normal((D, 4 * H, I), dtype=np.float32) / np.float32(np.sqrt(I))
+    w_rest = np.zeros((0, D, 4 * H, D * H), np.float32)
+    w_hh = rng.standard_normal((1, D, 4 * H, H), dtype=np.float32) / np.float32(np.sqrt(H))
+    q_ih, s_ih = np.empty(w_ih.shape, np.int8), np.empty(w_ih.shape[:-1], np.float32)
+    q_rest, s_rest = np.empty(w_rest.shape, np.int8), np.empty(w_rest.shape[:-1], np.float32)
+    panels = np.empty((1, D, -(-4 * H // 128), H, 128), np.int8)
+    s_hh = np.empty(w_hh.shape[:-1], np.float32)
+    f("kokoro_ext.lstm_weights_q8")(T(w_ih), T(q_ih), T(s_ih))
+    f("kokoro_ext.lstm_weights_q8")(T(w_rest), T(q_rest), T(s_rest))
+    q_hh = np.empty(w_hh.shape, np.int8)
+    f("kokoro_ext.lstm_weights_q8")(T(w_hh), T(q_hh), T(np.empty_like(s_hh)))
+    f("kokoro_ext.lstm_recurrent_q8")(T(w_hh), T(panels), T(s_hh))
+    outs = {}
+    for name, weights in (
+        ("kokoro_ext.lstm_q8", (q_ih, s_ih, q_rest, s_rest, panels, s_hh)),
+        ("kokoro_ext.lstm", (q_ih * s_ih[..., None], w_rest, q_hh * s_hh[..., None])),
+    ):
+        y = np.empty((1, steps, D * H), np.float32)
+        h_n, c_n = np.empty_like(h0), np.empty_like(h0)
+        arrays = (x, lengths, h0, h0, *weights, bias, y, h_n, c_n)
+        f(name)(tvm_ffi.Shape([0]), *(T(np.ascontiguousarray(a)) for a in arrays))
+        outs[name] = y
+    return [outs["kokoro_ext.lstm_q8"], outs["kokoro_ext.lstm"]]
 
 
 def main(out: str) -> None:

@@ -75,9 +75,10 @@ def test_avx2_blocking_gives_what_the_hosts_blocking_and_float64_give(avx2_libra
 
 
 def test_int8_weight_kernels_give_the_float_kernels_outputs_on_both_blockings(avx2_library, tmp_path):
-    """conv1d_winograd_q8_if_pays, conv1d_taps_q8 (through it) and addmm_q8 dequantize in
-    registers (quantized.h: AVX-512's and AVX2's int8 loads): the same sums as the float32
-    kernels on the dequantized weights, bit for bit, on either instruction set."""
+    """conv1d_winograd_q8_if_pays, conv1d_taps_q8 (through it), addmm_q8 and lstm_q8
+    dequantize in registers (quantized.h: AVX-512's and AVX2's int8 loads): the same sums
+    as the float32 kernels on the dequantized weights, bit for bit, on either instruction
+    set."""
     for library, name in ((None, "host"), (avx2_library, "avx2")):
         outputs = _probe(library, tmp_path / f"{name}-q8.npz")
         pairs = outputs[products_probe.FLOAT_OUTPUTS:][: products_probe.PAIR_OUTPUTS]
