@@ -43,9 +43,10 @@
  * (x W_ih^T + b), then the recurrences of all (sample, direction) pairs run in
  * parallel (TVM's thread pool, threading.h), each doing one [4H, H] matrix-vector
  * product per step with W_hh in gate panels.  The float32 kernel packs them per call;
- * lstm_q8 takes them packed at build time, in int8: a direction's 4H x H panels (1 MB
- * in float32 at Kokoro's H = 256) are then a quarter megabyte, which stays in the core's
- * L2 cache from one step to the next instead of streaming in from L3 at every step.
+ * lstm_q8 takes them packed at build time, in int8, so that a call neither dequantizes
+ * nor repacks them (1 MB of float32 per direction at Kokoro's H = 256, allocated and
+ * written at every call) and a step reads a quarter of the bytes; the conversion in
+ * registers costs about what those bytes did, so a step takes as long as before.
  */
 #include <kokoro_ext/products.h>
 #include <kokoro_ext/quantized.h>
@@ -244,8 +245,8 @@ void UpdateState(const float* gates, int64_t H, float* h, float* c) {
  * \param out     y at time 0 for this sample and direction; steps are out_stride apart
  * \param h, c    initial state in, final state out ([H] each)
  */
-void Recurrence(const float* proj, int64_t len, bool reverse, const RecurrentWeights& w_hh, int64_t H,
-                float* out, int64_t out_stride, float* h, float* c) {
+void Recurrence(const float* proj, int64_t len, bool reverse, const RecurrentWeights& w_hh,
+                int64_t H, float* out, int64_t out_stride, float* h, float* c) {
   std::vector<float> gates(4 * H);
   for (int64_t s = 0; s < len; ++s) {
     const int64_t t = reverse ? len - 1 - s : s;
@@ -397,21 +398,18 @@ void LstmForward(const LstmShape& s, const tvm::ffi::TensorView& x,
       scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, G, in_dim, 1.f,
                         in + b * T * in_dim, in_dim, w_ih + d * G * in_dim, in_dim, 1.f, p, G);
     });
-    std::vector<std::unique_ptr<float[]>> packed(D);
+    std::vector<std::unique_ptr<float[]>> packed(D);  // float32 W_hh, for this call
     std::vector<RecurrentWeights> w_rec(D);
-    for (int64_t d = 0; d < D; ++d) {
-      const int64_t r0 = (l * D + d) * G;
+    ParallelFor(D, [&](int64_t d) {
+      const int64_t matrix = l * D + d;
       if (w_hh.q8 != nullptr) {
-        w_rec[d] = RecurrentWeights{nullptr, w_hh.q8 + r0 / G * Panels(G) * H * kGateBlock,
-                                    w_hh.scale + r0};
+        w_rec[d] = {nullptr, w_hh.q8 + matrix * Panels(G) * H * kGateBlock,
+                    w_hh.scale + matrix * G};
+      } else {
+        packed[d] = PackRecurrentWeights(w_hh.f32, matrix * G, G, H);
+        w_rec[d] = {packed[d].get()};
       }
-    }
-    if (w_hh.f32 != nullptr) {
-      ParallelFor(D, [&](int64_t d) {
-        packed[d] = PackRecurrentWeights(w_hh.f32, (l * D + d) * G, G, H);
-        w_rec[d] = RecurrentWeights{packed[d].get()};
-      });
-    }
+    }, w_hh.f32 != nullptr);
     ParallelFor(D * B, [&](int64_t task) {
       const int64_t d = task / B, b = task % B;
       const int64_t state = ((l * D + d) * B + b) * H;
