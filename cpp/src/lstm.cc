@@ -454,35 +454,55 @@ void LstmQ8(tvm::ffi::Shape options, tvm::ffi::TensorView x, tvm::ffi::TensorVie
   LstmForward(s, x, lengths, h0, c0, first, rest, rec, bias, y, h_n, c_n);
 }
 
+/*! \brief The checks an LSTM weight quantizer makes of w [..., 4H, n] (float32, ``layout``
+ *  naming its axes in the message) and scale [..., 4H]; returns w's shape. */
+std::vector<int64_t> CheckQuantizerArgs(const char* kernel, const char* layout,
+                                        const tvm::ffi::TensorView& w,
+                                        const tvm::ffi::TensorView& scale) {
+  const int ndim = w.ndim();
+  if (ndim < 2) {
+    TVM_FFI_THROW(ValueError) << kernel << ": w must be " << layout << ", got shape "
+                              << ShapeString(w.shape());
+  }
+  CheckFloat32Cpu(kernel, "w", w, ndim);
+  const std::vector<int64_t> shape(w.shape().begin(), w.shape().end());
+  CheckFloat32Cpu(kernel, "scale", scale, ndim - 1);
+  CheckShape(kernel, "scale", scale, std::vector<int64_t>(shape.begin(), shape.end() - 1));
+  return shape;
+}
+
 /*!
- * \brief w [..., 4H, n] quantized per row, a row per all but the last axis (quantized.h):
- *  q int8 of w's shape, scale [..., 4H].  Returns the rows quantized off a grid.  Each
- *  [4H, n] matrix (a layer and direction) is quantized on its own, so that a scale per
- *  direction (DynamicQuantizeLSTM's) is the grid tried first for each of its rows, also
- *  those without a small multiple of it.
+ * \brief w [..., 4H, n] (of ``shape``) quantized per row into q (the same shape) and scale
+ *  [..., 4H]; returns the rows quantized off a grid.  Each [4H, n] matrix (a layer and
+ *  direction) is quantized on its own, so that a scale per direction
+ *  (DynamicQuantizeLSTM's) is the grid tried first for each of its rows, also those
+ *  without a small multiple of it.
+ */
+int64_t QuantizeMatrices(const float* w, const std::vector<int64_t>& shape, int8_t* q,
+                         float* scale) {
+  const size_t ndim = shape.size();
+  const int64_t G = shape[ndim - 2], n = shape[ndim - 1];
+  int64_t matrices = 1;
+  for (size_t i = 0; i + 2 < ndim; ++i) matrices *= shape[i];
+  int64_t lossy = 0;
+  for (int64_t m = 0; m < matrices; ++m) {
+    lossy += QuantizeRows(w + m * G * n, G, n, n, 1, q + m * G * n, n, 1, scale + m * G);
+  }
+  return lossy;
+}
+
+/*!
+ * \brief w [..., 4H, n] quantized per row, a row per all but the last axis (quantized.h,
+ *  QuantizeMatrices): q int8 of w's shape, scale [..., 4H].  Returns the rows quantized
+ *  off a grid.
  */
 int64_t LstmWeightsQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView q, tvm::ffi::TensorView scale) {
   constexpr const char* kQuantizer = "kokoro_ext.lstm_weights_q8";
-  const int ndim = w.ndim();
-  if (ndim < 2) {
-    TVM_FFI_THROW(ValueError) << kQuantizer << ": w must be [..., 4H, n], got shape "
-                              << ShapeString(w.shape());
-  }
-  CheckFloat32Cpu(kQuantizer, "w", w, ndim);
-  const std::vector<int64_t> shape(w.shape().begin(), w.shape().end());
-  CheckInt8Cpu(kQuantizer, "q", q, ndim);
+  const std::vector<int64_t> shape = CheckQuantizerArgs(kQuantizer, "[..., 4H, n]", w, scale);
+  CheckInt8Cpu(kQuantizer, "q", q, w.ndim());
   CheckShape(kQuantizer, "q", q, shape);
-  CheckFloat32Cpu(kQuantizer, "scale", scale, ndim - 1);
-  CheckShape(kQuantizer, "scale", scale, std::vector<int64_t>(shape.begin(), shape.end() - 1));
-  const int64_t G = shape[ndim - 2], n = shape[ndim - 1];
-  int64_t matrices = 1;
-  for (int i = 0; i < ndim - 2; ++i) matrices *= shape[i];
-  int64_t lossy = 0;
-  for (int64_t m = 0; m < matrices; ++m) {
-    lossy += QuantizeRows(DataPtr<const float>(w) + m * G * n, G, n, n, 1,
-                          DataPtr<int8_t>(q) + m * G * n, n, 1, DataPtr<float>(scale) + m * G);
-  }
-  return lossy;
+  return QuantizeMatrices(DataPtr<const float>(w), shape, DataPtr<int8_t>(q),
+                          DataPtr<float>(scale));
 }
 
 /*!
@@ -493,30 +513,21 @@ int64_t LstmWeightsQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView q, tvm::ffi::
 int64_t LstmRecurrentQ8(tvm::ffi::TensorView w, tvm::ffi::TensorView panels,
                         tvm::ffi::TensorView scale) {
   constexpr const char* kPacker = "kokoro_ext.lstm_recurrent_q8";
-  const int ndim = w.ndim();
-  if (ndim < 2) {
-    TVM_FFI_THROW(ValueError) << kPacker << ": w must be [..., 4H, H], got shape "
-                              << ShapeString(w.shape());
-  }
-  CheckFloat32Cpu(kPacker, "w", w, ndim);
-  const std::vector<int64_t> shape(w.shape().begin(), w.shape().end());
+  const std::vector<int64_t> shape = CheckQuantizerArgs(kPacker, "[..., 4H, H]", w, scale);
+  const size_t ndim = shape.size();
   const int64_t G = shape[ndim - 2], H = shape[ndim - 1];
   std::vector<int64_t> panels_shape(shape.begin(), shape.end() - 2);
   panels_shape.insert(panels_shape.end(), {Panels(G), H, kGateBlock});
-  CheckInt8Cpu(kPacker, "panels", panels, ndim + 1);
+  CheckInt8Cpu(kPacker, "panels", panels, static_cast<int>(ndim) + 1);
   CheckShape(kPacker, "panels", panels, panels_shape);
-  CheckFloat32Cpu(kPacker, "scale", scale, ndim - 1);
-  CheckShape(kPacker, "scale", scale, std::vector<int64_t>(shape.begin(), shape.end() - 1));
-  int64_t matrices = 1;
-  for (int i = 0; i < ndim - 2; ++i) matrices *= shape[i];
-  std::vector<int8_t> q(G * H);
-  int64_t lossy = 0;
+  std::vector<int8_t> q(w.numel());
+  const int64_t lossy =
+      QuantizeMatrices(DataPtr<const float>(w), shape, q.data(), DataPtr<float>(scale));
+  const int64_t matrices = G * H > 0 ? static_cast<int64_t>(q.size()) / (G * H) : 0;
   for (int64_t m = 0; m < matrices; ++m) {
-    lossy += QuantizeRows(DataPtr<const float>(w) + m * G * H, G, H, H, 1, q.data(), H, 1,
-                          DataPtr<float>(scale) + m * G);
     int8_t* dst = DataPtr<int8_t>(panels) + m * Panels(G) * H * kGateBlock;
     for (int64_t g0 = 0; g0 < G; g0 += kGateBlock) {
-      const int8_t* rows = q.data() + g0 * H;
+      const int8_t* rows = q.data() + (m * G + g0) * H;
       PackPanelInt8([rows, H](int64_t g, int64_t k) { return rows[g * H + k]; },
                     std::min(kGateBlock, G - g0), H, dst + g0 * H);
     }
