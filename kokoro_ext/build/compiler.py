@@ -30,11 +30,13 @@ from tvm.relax.frontend import detach_params
 from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
+from kokoro_ext.build.gpu_pipeline import GpuPipelineOptions, get_gpu_pipeline
+from kokoro_ext.build.gpu_target import gpu_target
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
 from kokoro_ext.build.precision import LayerProducts, WeightDtype, int8_weights
 from kokoro_ext.build.stages import StageSpec
 from kokoro_ext.build.target import is_cross, parse_target
-from kokoro_ext.run.manifest import StageSignature
+from kokoro_ext.run.manifest import StageSignature, TensorSpec
 from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_tensor
 
 
@@ -116,6 +118,9 @@ def compile_stage(
     running a VM on the executable before its export would add a memory scope entry per
     constant to what it saves, and a warning per entry to every load).  ``products``:
     what its layers on int8 weights multiply in (kokoro_ext.build.precision)."""
+    gpu = gpu_target(parse_target(target))
+    if gpu is not None:
+        lstm_backend, native_dense, weight_dtype = "gpu", False, "float32"
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     dynamic = spec.dynamic(model)
@@ -132,17 +137,40 @@ def compile_stage(
         int8_weights=int8,
         products=products,
     )
-    executable = _compile(mod, target, options, seconds)
     transform = None
-    if is_cross(parse_target(target)) and names:
+    if gpu is not None:
+        start = time.perf_counter()
+        with tvm.target.Target(gpu.target) as gpu_tvm_target:
+            pipeline = get_gpu_pipeline(gpu_tvm_target, GpuPipelineOptions(wgsl=gpu.wgsl))
+            executable = tvm.compile(mod, target=gpu_tvm_target, relax_pipeline=pipeline)
+        seconds["compile"] = time.perf_counter() - start
+    else:
+        executable = _compile(mod, target, options, seconds)
+    # the weight transform runs here: a cross build's and a GPU build's do not
+    if (gpu is not None or is_cross(parse_target(target))) and names:
         here = {}
         host_options = dataclasses.replace(options, transform_only=True)
         transform = _compile(mod, parse_target("llvm"), host_options, here)
         seconds["compile_transform"] = here["compile"]
     parameters = [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
     signature = spec.signature(program, dynamic)
+    if gpu is not None and gpu.wgsl:
+        signature = narrowed(signature)
     return CompiledStage(
         executable, ir_lines, seconds, weights, parameters, signature, transform
+    )
+
+
+def narrowed(signature: StageSignature) -> StageSignature:
+    """``signature`` with its int64 tensors as int32 (kokoro_ext.build.passes.narrow)."""
+
+    def narrow(spec: TensorSpec) -> TensorSpec:
+        return dataclasses.replace(spec, dtype="int32") if spec.dtype == "int64" else spec
+
+    return dataclasses.replace(
+        signature,
+        inputs=tuple(map(narrow, signature.inputs)),
+        outputs=tuple(map(narrow, signature.outputs)),
     )
 
 

@@ -49,6 +49,7 @@ from kokoro_ext.build.precision import (
     products,
 )
 from kokoro_ext.build.frontend import LstmBackend
+from kokoro_ext.build.gpu_target import gpu_target
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice, resolve_voice
 from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES, Geometry
 from kokoro_ext.build.target import (
@@ -116,7 +117,10 @@ def build(options: BuildOptions, log: Log = print) -> Path:
     if options.weights_only:
         return rebuild_weights(options, log)
     target = parse_target(options.target)
-    if (cc := linker(target)) is not None:
+    gpu = gpu_target(target)
+    if gpu is not None:
+        gpu.fcompile()  # its toolchain, before minutes of compiling
+    elif (cc := linker(target)) is not None:
         _checked_linker(cc)  # before minutes of compiling
     # a precision the target cannot take fails here, before anything compiles
     chosen = _products(options)
@@ -157,17 +161,19 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 json.dumps(config, indent=2, ensure_ascii=False)
             )
             np.save(staging / artifacts.VOICE, voice.numpy())
+            if gpu is not None:
+                gpu.add_page(staging)
             env = environment.describe()
             manifest = Manifest(
                 kokoro_ext=kokoro_ext.__version__,
                 tvm=env.tvm_version,
                 patches={p.patch: p.state for p in env.patches},
                 target=target,
-                cpu_features=tuple(sorted(target_instruction_features(target))),
-                lstm_backend=options.lstm_backend,
-                weight_dtype=options.weight_dtype,
+                cpu_features=() if gpu else tuple(sorted(target_instruction_features(target))),
+                lstm_backend="gpu" if gpu else options.lstm_backend,
+                weight_dtype="float32" if gpu else options.weight_dtype,
                 precision=chosen if _stores_int8(stages.values()) else "fp32",
-                dense=options.dense,
+                dense="tvm" if gpu else options.dense,
                 limits=Limits(tokens=MAX_TOKENS, frames=MAX_FRAMES),
                 geometry=Geometry.from_model(model),
                 config_sha256=artifacts.sha256(staging / artifacts.CONFIG),
@@ -176,6 +182,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 voice_sha256=artifacts.sha256(staging / artifacts.VOICE),
                 stages={name: stages[name] for name in STAGES},
                 build_seconds=round(time.perf_counter() - started, 1),
+                requires=dict(gpu.requires) if gpu else {},
             )
             artifacts.write_manifest(staging, manifest)
         _replace_directory(staging, out)
@@ -297,12 +304,22 @@ _COST = {"decoder": 3, "text": 2, "prosody": 1, "source": 0}
 def _products(options: BuildOptions) -> Products:
     """What the convolutions of the build ``options`` describe multiply in (ValueError for
     a precision its target or weights cannot take)."""
-    features = target_features(parse_target(options.target))
+    target = parse_target(options.target)
+    if gpu_target(target) is not None:
+        if options.precision not in ("auto", "fp32"):
+            raise ValueError(
+                f"--precision {options.precision} is for CPUs; a {target['kind']} build "
+                "computes in float32 (--precision fp32 or auto)"
+            )
+        return products("fp32", frozenset(), False)
+    features = target_features(target)
     return products(options.precision, features, options.weight_dtype != "float32")
 
 
 def _layer_products(options: BuildOptions, stage: str) -> LayerProducts:
     """_products per layer of ``stage``."""
+    if gpu_target(parse_target(options.target)) is not None:
+        return LayerProducts()
     features = target_features(parse_target(options.target))
     return layer_products(_products(options), features, stage)
 
@@ -332,10 +349,14 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
         weight_dtype=options.weight_dtype,
         products=_layer_products(options, name),
     )
-    file = artifacts.stage_file(name)
+    gpu = gpu_target(target)
+    file = artifacts.stage_file(name, gpu.library_suffix if gpu else ".so")
     path = staging / file
     cc = linker(target)  # another architecture's: that triple's GCC links it
-    fcompile = None if cc is None else cross_compiler(_checked_linker(cc))
+    if gpu is not None:
+        fcompile = gpu.fcompile()
+    else:
+        fcompile = None if cc is None else cross_compiler(_checked_linker(cc))
     compiled.executable.export_library(str(path), fcompile=fcompile)
     # the weights as the library that ships computes with them, by its own transform (a
     # cross build's, compiled for this machine: the library does not run here)

@@ -26,6 +26,9 @@ applies to it (without ``mcpu`` it is LLVM's ``generic`` CPU of that architectur
 instruction features are those the run side can tell on that architecture
 (kokoro_ext.run.cpu.AARCH64_FEATURES).  ``PRESETS`` names common boards and servers.
 
+**GPUs.**  ``webgpu`` (kokoro_ext.build.gpu_target: ``GPU_TARGETS``) is a GPU target: no
+CPU features, a host of its own (wasm32), its own pipeline.
+
 Every function that looks at the host takes ``host=`` so tests can simulate machines.
 """
 
@@ -40,6 +43,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 
+from kokoro_ext.build.gpu_target import GPU_TARGETS, gpu_target
 from kokoro_ext.run import cpu
 from kokoro_ext.run.cpu import NO_CODEGEN, HostCPU, refusal
 
@@ -174,6 +178,13 @@ def parse_target(text: str | Target, host: HostCPU | None = None) -> Target:
     """
     if isinstance(text, str) and text.strip() in PRESETS:
         text = PRESETS[text.strip()][1]
+    if isinstance(text, str) and text.lstrip().startswith("{"):
+        try:
+            text = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--target {text!r} is not valid JSON ({err})") from err
+    if (gpu := gpu_target(text if isinstance(text, dict) else text.strip())) is not None:
+        return dict(gpu.target)
     if isinstance(text, dict):
         target = dict(text)
     elif text.lstrip().startswith("{"):
@@ -197,11 +208,12 @@ def parse_target(text: str | Target, host: HostCPU | None = None) -> Target:
         if word and target.get("kind") not in tvm.target.Target.list_kinds():
             raise ValueError(
                 f"--target {text.strip()!r} is neither a TVM target (llvm, 'llvm -mcpu=<cpu>', "
-                f"'llvm -mtriple=aarch64-linux-gnu -mcpu=<cpu>') nor a preset: {_presets_text()}"
+                f"'llvm -mtriple=aarch64-linux-gnu -mcpu=<cpu>'), a GPU "
+                f"({', '.join(GPU_TARGETS)}) nor a preset: {_presets_text()}"
             )
         raise ValueError(
             f"--target kind {target.get('kind')!r} is not supported: kokoro_ext builds for "
-            "CPUs, use llvm (optionally llvm -mcpu=<cpu>)"
+            f"CPUs (llvm, optionally llvm -mcpu=<cpu>) and for {', '.join(GPU_TARGETS)}"
         )
     if isinstance(target.get("mattr"), str):
         target["mattr"] = target["mattr"].split(",")

@@ -5,6 +5,7 @@ a manifest.
 <dir>/config.json            the model config (vocab and dimensions the runtime needs)
 <dir>/voice.npy              the default voice pack, float32 [510, 1, 256]
 <dir>/<stage>.so             one compiled library per stage, code only, any length
+                             (<stage>.wasm for the browser: host code and TVM's web runtime)
 <dir>/<stage>.weights        its weights in the layout its ``main`` takes (kokoro_ext.run.weights)
 <dir>/build.log              the compiler's messages and warnings (not needed to run)
 
@@ -32,9 +33,10 @@ VOICE = "voice.npy"
 LOG = "build.log"
 
 
-def stage_file(stage: str) -> str:
-    """File name of the compiled library of ``stage``."""
-    return f"{stage}.so"
+def stage_file(stage: str, suffix: str = ".so") -> str:
+    """File name of the compiled library of ``stage`` (``suffix``: ``.wasm`` for the
+    browser)."""
+    return f"{stage}{suffix}"
 
 
 def weights_file(stage: str) -> str:

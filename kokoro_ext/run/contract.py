@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from kokoro_ext.run.manifest import REBUILD, Manifest, StageSignature
 
 F32, I64 = "float32", "int64"
+#: Target kinds whose devices have no 64-bit integers: their builds take and return int32
+#: where the others have int64 (token ids, lengths).
+INT32_KINDS = frozenset({"webgpu"})
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,9 @@ STAGES: Mapping[str, Expected] = {
 }
 
 
-def check_signature(stage: str, signature: StageSignature) -> None:
+def check_signature(stage: str, signature: StageSignature, integers: str = I64) -> None:
     """ValueError naming ``stage`` and the first of its inputs or outputs that differs
-    from what the runtime expects."""
+    from what the runtime expects (its integers of dtype ``integers``)."""
     expected = STAGES[stage]
     for kind, got, want in (
         ("inputs", signature.inputs, expected.inputs),
@@ -67,6 +70,7 @@ def check_signature(stage: str, signature: StageSignature) -> None:
                 f"{REBUILD}"
             )
         for tensor, (name, dtype) in zip(got, want):
+            dtype = integers if dtype == I64 else dtype
             if tensor.dtype != dtype:
                 raise ValueError(
                     f"stage {stage!r}: {kind[:-1]} {name!r} is {tensor.dtype}, this runtime "
@@ -82,5 +86,6 @@ def check(manifest: Manifest) -> None:
             f"the build has stages {tuple(sorted(manifest.stages))}, this runtime expects "
             f"{tuple(STAGES)}; {REBUILD}"
         )
+    integers = "int32" if manifest.target.get("kind") in INT32_KINDS else I64
     for name in STAGES:
-        check_signature(name, manifest.stages[name].signature)
+        check_signature(name, manifest.stages[name].signature, integers)

@@ -219,6 +219,9 @@ class Manifest:
     voice_sha256: str
     stages: Mapping[str, StageEntry]
     build_seconds: float
+    #: what a GPU build needs of the device ({"features": [...], "limits": {...}}, as
+    #: WebGPU names them); empty for a CPU build
+    requires: Mapping[str, Any] = field(default_factory=dict)
     format: int = FORMAT
 
     def to_json(self) -> dict[str, Any]:
@@ -241,6 +244,7 @@ class Manifest:
             "voice_sha256": self.voice_sha256,
             "stages": {name: entry.to_json() for name, entry in self.stages.items()},
             "build_seconds": self.build_seconds,
+            **({"requires": dict(self.requires)} if self.requires else {}),
         }
 
     @classmethod
@@ -271,6 +275,7 @@ class Manifest:
             voice_sha256=fields.string("voice_sha256"),
             stages=fields.mapping("stages", StageEntry.from_json),
             build_seconds=fields.number("build_seconds"),
+            requires=fields.value.get("requires") or {},
         )
 
 

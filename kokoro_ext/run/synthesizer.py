@@ -89,6 +89,13 @@ def check_cpu(manifest: Manifest, host: cpu.HostCPU | None = None) -> None:
     the manifest's ``cpu_features`` (the build side's LLVM computed them for its target)
     against the host's CPU flags: no LLVM here.
     """
+    kind = manifest.target.get("kind")
+    if kind != "llvm":
+        raise ValueError(
+            f"these artifacts were compiled for {kind}, not for a CPU: a webgpu build runs "
+            "in a browser (python -m kokoro_ext.web --artifacts DIR serves it); build "
+            "for this CPU with `python -m kokoro_ext.build --target llvm`"
+        )
     cpu.check_architecture(manifest.target.get("mtriple"), "these artifacts were", host)
     mcpu = manifest.target.get("mcpu", "the build host")
     what = f"these artifacts were compiled for CPU {mcpu!r} and"

@@ -1,0 +1,145 @@
+"""The Relax pipeline our stages compile with for GPUs (WebGPU, and CUDA on the same
+lists), in the shape of TVM's CUDA pipeline (tvm.relax.backend.cuda.pipeline): four named
+pass lists and the pipeline that runs them in order.  The CPU one is
+kokoro_ext.build.pipeline; kokoro_ext.build.compiler picks by the target's kind.
+
+  library_dispatch_passes  ``DispatchSampling``; no ``DispatchSortScan``: the one scan of
+      the stages, the source stage's phase, is the project's own kernel
+      (kokoro_ext.build.kernels.phase_scan), and TVM's GPU scan fails on a symbolic
+      length.  No native kernels: they are CPU code.
+  legalize_passes  ``LiftTransformParams`` as on the CPU, and the weight transform out of
+      the module (``drop_transform_params``: it runs once, at build time, compiled for the
+      build machine); for WGSL, which has no 64- or 8-bit integers, cannot store bools
+      and TVM cannot print its infinities, ``WGSL_PASSES`` (kokoro_ext.build.passes.narrow);
+      ``compensated_cumsum``: the source stage's float64 phase sum in
+      float32 pairs (kokoro_ext.build.passes.scan); TVM's legalization and fusion; then dlight's GPU rules, ours
+      first where dlight is weak (kokoro_ext.build.passes.gpu_schedule); and the check
+      that every PrimFunc is scheduled (``check_scheduled``): a function left without
+      thread bindings would be compiled as host code, silently, or fail in codegen.
+  dataflow_lower_passes  TVM's.
+  finalize_passes  TVM's generic GPU finalization: no CPU storage pool (its buffers are
+      host memory), and no CUDA graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import relax
+from tvm.s_tir import dlight as dl
+
+from kokoro_ext.build.passes.gpu_schedule import GPU_RULES, check_scheduled
+from kokoro_ext.build.passes.narrow import WGSL_PASSES
+from kokoro_ext.build.passes.scan import compensated_cumsum
+from kokoro_ext.run.runner import TRANSFORM_PARAMS
+
+
+@dataclass(frozen=True)
+class GpuPipelineOptions:
+    """What a GPU build may choose about the pipeline."""
+
+    #: The kernels are WGSL: int64 and int8 tensors as int32, bool tensors between
+    #: kernels as int32, no infinite constants (kokoro_ext.build.passes.narrow).
+    wgsl: bool = False
+
+
+@tvm.transform.module_pass(opt_level=0, name="kokoro_ext.DropTransformParams")
+def drop_transform_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """``mod`` without ``main_transform_params``: a GPU build compiles the weight transform
+    apart, for the build machine (kokoro_ext.build.compiler), and ships none."""
+    if TRANSFORM_PARAMS not in [g.name_hint for g in mod.get_global_vars()]:
+        return mod
+    mod = mod.clone()
+    del mod[TRANSFORM_PARAMS]
+    return relax.transform.DeadCodeElimination(["main"])(mod)
+
+
+def library_dispatch_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+    """TVM's sampling dispatch (nothing of Kokoro's uses it; kept as TVM's list has it)."""
+    return [relax.backend.DispatchSampling()]
+
+
+def legalize_passes(
+    target: tvm.target.Target, options: GpuPipelineOptions = GpuPipelineOptions()
+) -> list[tvm.transform.Pass]:
+    """Weight transforms lifted out of ``main``, int64 narrowed where asked, TVM's
+    legalization and fusion, our GPU rules then dlight's, and the scheduled check."""
+    lift = [
+        relax.transform.EliminateCommonSubexpr(),
+        relax.transform.LiftTransformParams(),
+        drop_transform_params,
+    ]
+    narrow = list(WGSL_PASSES) if options.wgsl else []
+    return (
+        lift
+        + narrow
+        + [
+            compensated_cumsum,
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+        ]
+        # no FoldConstant after bool_as_int32: it would fold its read-backs of constants
+        # into bool constants, which WGSL cannot store (the stages' weights are
+        # parameters, so there is little else to fold)
+        + ([] if options.wgsl else [relax.transform.FoldConstant()])
+        + [
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+            dl.ApplyDefaultSchedule(*GPU_RULES),
+            check_scheduled,
+        ]
+    )
+
+
+def dataflow_lower_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+    """TVM's."""
+    return [
+        relax.transform.RewriteDataflowReshape(),
+        relax.transform.ToNonDataflow(),
+        relax.transform.RemovePurityChecking(),
+        relax.transform.CallTIRRewrite(),
+    ]
+
+
+def finalize_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+    """TVM's generic GPU finalization."""
+    return [
+        relax.transform.StaticPlanBlockMemory(),
+        relax.transform.LowerAllocTensor(),
+        relax.transform.KillAfterLastUse(),
+        relax.transform.LowerRuntimeBuiltin(),
+        relax.transform.ComputePrimValue(),
+        relax.transform.VMShapeLower(),
+        relax.transform.AttachGlobalSymbol(),
+    ]
+
+
+def get_gpu_pipeline(
+    target: tvm.target.Target, options: GpuPipelineOptions = GpuPipelineOptions()
+) -> tvm.transform.Pass:
+    """The four lists in order, run under ``target``: ``tvm.compile``'s ``relax_pipeline``."""
+
+    @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.GpuPipeline")
+    def _pipeline(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        with target:
+            seq = tvm.transform.Sequential(
+                library_dispatch_passes(target)
+                + legalize_passes(target, options)
+                + dataflow_lower_passes(target)
+                + finalize_passes(target)
+            )
+            return seq(mod)
+
+    return _pipeline
+
+
+__all__ = [
+    "GpuPipelineOptions",
+    "drop_transform_params",
+    "dataflow_lower_passes",
+    "finalize_passes",
+    "get_gpu_pipeline",
+    "legalize_passes",
+    "library_dispatch_passes",
+]

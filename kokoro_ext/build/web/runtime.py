@@ -1,0 +1,179 @@
+"""TVM's web runtime, compiled with emscripten from the pinned TVM's sources, and the link
+of a stage into one WebAssembly module that tvmjs loads.
+
+The runtime is TVM's ``web/`` (``wasm_runtime.bc``, ``tvmjs_support.bc``,
+``webgpu_runtime.bc``, as ``web/Makefile`` makes them), compiled from what the two wheels
+ship (``tvm/web/emcc``, ``tvm/src/runtime``, ``tvm/include``, tvm_ffi's ``src`` and
+``include``) and the few TVM headers they lack (``tvm_support/``).  It is compiled once
+per TVM version and emscripten and kept in the cache (``$KOKORO_TVM_EXT_CACHE/web``).
+
+``link`` is what ``export_library`` takes as ``fcompile``: the model's host code as a
+wasm *object* file (``object_format = "o"``; emscripten's ``wasm-ld`` cannot read the
+bitcode of TVM's newer LLVM), linked with the runtime by ``emcc`` with the options of
+``tvm.support.emcc.create_tvmjs_wasm``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import tvm
+import tvm_ffi
+
+from kokoro_ext.run import cache
+
+#: The runtime's parts, compiled from ``web/emcc/<name>.cc``.
+PARTS = ("wasm_runtime", "tvmjs_support", "webgpu_runtime")
+#: emscripten's driver.  Debian's emcc needs NODE_PATH to find its node modules.
+EMCC = "emcc"
+_NODE_PATH = "/usr/share/nodejs"
+_SUPPORT = Path(__file__).parent / "tvm_support"
+_CFLAGS = ["-O3", "-std=c++17", "-Wno-ignored-attributes"]
+_LDFLAGS = [
+    "-O3", "--no-entry", "-s", "WASM_BIGINT=1", "-s", "ERROR_ON_UNDEFINED_SYMBOLS=0",
+    "-s", "STANDALONE_WASM=1", "-s", "ALLOW_MEMORY_GROWTH=1", "-s", "TOTAL_MEMORY=160MB",
+]  # fmt: skip
+
+
+class ToolchainError(ValueError):
+    """emscripten is missing or failed."""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    if Path(_NODE_PATH).is_dir():
+        env["NODE_PATH"] = os.pathsep.join(p for p in (env.get("NODE_PATH"), _NODE_PATH) if p)
+    return env
+
+
+def emcc() -> str:
+    """The path of emcc; ToolchainError saying how to get it."""
+    path = shutil.which(EMCC)
+    if path is None:
+        raise ToolchainError(
+            "emcc (emscripten) is not on PATH: WebAssembly builds compile TVM's web runtime "
+            "and link with it (Debian/Ubuntu: apt-get install emscripten)"
+        )
+    return path
+
+
+@functools.cache
+def emcc_version() -> str:
+    """emcc's first line of ``--version``."""
+    out = subprocess.run([emcc(), "--version"], capture_output=True, text=True, env=_env())
+    if out.returncode != 0:
+        raise ToolchainError(f"emcc --version failed: {out.stderr.strip()[-500:]}")
+    return out.stdout.splitlines()[0].strip()
+
+
+def _source_root(root: Path) -> None:
+    """Lay out a TVM source tree in ``root`` as web/Makefile expects it (copies: the
+    sources include each other by relative paths, which links would break)."""
+    tvm_dir = Path(tvm.__file__).parent
+    ffi_dir = Path(tvm_ffi.__file__).parent
+    shutil.copytree(_SUPPORT, root, ignore=shutil.ignore_patterns("README.md"), dirs_exist_ok=True)
+    shutil.copytree(tvm_dir / "include" / "tvm", root / "include" / "tvm", dirs_exist_ok=True)
+    shutil.copytree(tvm_dir / "src" / "runtime", root / "src" / "runtime")
+    shutil.copytree(tvm_dir / "web" / "emcc", root / "web" / "emcc")
+    shutil.copytree(ffi_dir / "include", root / "3rdparty" / "tvm-ffi" / "include")
+    shutil.copytree(ffi_dir / "src", root / "3rdparty" / "tvm-ffi" / "src")
+    shutil.copytree(
+        ffi_dir / "3rdparty" / "dlpack", root / "3rdparty" / "tvm-ffi" / "3rdparty" / "dlpack"
+    )
+
+
+def runtime_dir() -> Path:
+    """The cached folder of the runtime's parts for this TVM and emcc."""
+    key = hashlib.sha256(f"{tvm.__version__}|{emcc_version()}".encode()).hexdigest()[:12]
+    return cache.cache_dir() / "web" / f"tvm-{tvm.__version__}-{key}"
+
+
+def runtime_parts() -> list[Path]:
+    """The runtime's ``.bc`` files, compiled first if the cache lacks them."""
+    folder = runtime_dir()
+    parts = [folder / f"{name}.bc" for name in PARTS]
+    if all(p.is_file() for p in parts):
+        return parts
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tvm-web-", dir=folder.parent) as scratch:
+        root = Path(scratch)
+        _source_root(root)
+        includes = [
+            f"-I{root}", f"-I{root / 'include'}", f"-I{root / '3rdparty/tvm-ffi/include'}",
+            f"-I{root / '3rdparty/tvm-ffi/3rdparty/dlpack/include'}",
+            f"-I{root / '3rdparty/compiler-rt'}",
+        ]  # fmt: skip
+
+        def compile_part(name: str) -> None:
+            cmd = [emcc(), *includes, *_CFLAGS, "-emit-llvm", "-c", "-o", str(root / f"{name}.bc"),
+                   str(root / "web" / "emcc" / f"{name}.cc")]  # fmt: skip
+            out = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+            if out.returncode != 0:
+                raise ToolchainError(f"emcc failed on TVM's web/emcc/{name}.cc:\n{out.stderr[-3000:]}")
+
+        with ThreadPoolExecutor(len(PARTS)) as pool:
+            list(pool.map(compile_part, PARTS))
+        staging = Path(tempfile.mkdtemp(prefix=".parts-", dir=folder.parent))
+        for name in PARTS:
+            shutil.move(root / f"{name}.bc", staging / f"{name}.bc")
+        try:
+            os.replace(staging, folder)  # whole or not at all; a racing build's is as good
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return parts
+
+
+def link(output: str, objects: list[str], options: list[str] | None = None) -> None:
+    """``export_library``'s ``fcompile``: ``objects`` linked with the web runtime into the
+    WebAssembly module ``output``."""
+    cmd = [emcc(), *_LDFLAGS, "-o", output, *map(str, runtime_parts()), *objects, *(options or [])]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+    if out.returncode != 0:
+        raise ToolchainError(f"emcc could not link {output}:\n{out.stderr[-3000:]}")
+
+
+link.object_format = "o"  # type: ignore[attr-defined]
+
+
+#: tvmjs, TVM's JavaScript runtime, as npm publishes it (the version of the pinned TVM),
+#: and its tarball's SHA-256.
+TVMJS_PACKAGE = "@mlc-ai/web-runtime@0.27.0-dev0"
+TVMJS_SHA256 = "a934c7ae5f2e9b57cada58b409855ef549f3f5e623ee375a617123a6011dccbb"
+#: The file a build ships it as, beside the stages.
+TVMJS_FILE = "tvmjs.js"
+
+
+def tvmjs_script() -> Path:
+    """tvmjs's script (its ``lib/index.js``, a UMD bundle that defines ``tvmjs``), from
+    npm into the cache once."""
+    target = cache.cache_dir() / "web" / f"tvmjs-{TVMJS_SHA256[:12]}.js"
+    if target.is_file():
+        return target
+    if shutil.which("npm") is None:
+        raise ToolchainError(f"npm is not on PATH: a browser build ships {TVMJS_PACKAGE} from npm")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tvmjs-") as tmp:
+        out = subprocess.run(["npm", "pack", TVMJS_PACKAGE, "--silent"], cwd=tmp,
+                             capture_output=True, text=True)  # fmt: skip
+        tarballs = sorted(Path(tmp).glob("*.tgz"))
+        if out.returncode != 0 or len(tarballs) != 1:
+            raise ToolchainError(f"npm pack {TVMJS_PACKAGE} failed: {out.stderr.strip()[-500:]}")
+        digest = hashlib.sha256(tarballs[0].read_bytes()).hexdigest()
+        if digest != TVMJS_SHA256:
+            raise ToolchainError(f"{TVMJS_PACKAGE}'s tarball has SHA-256 {digest}, expected {TVMJS_SHA256}")
+        with tarfile.open(tarballs[0]) as tar:
+            member = tar.extractfile("package/lib/index.js")
+            if member is None:
+                raise ToolchainError(f"{TVMJS_PACKAGE} has no lib/index.js")
+            partial = target.with_suffix(".part")
+            partial.write_bytes(member.read())
+            partial.replace(target)
+    return target

@@ -1,0 +1,179 @@
+"""A headless Chromium running a browser build, for tests and benches.
+
+``Browser(directory)`` serves ``directory`` (a ``--target webgpu`` build) on 127.0.0.1
+with the headers a page needs for WebAssembly threads (cross-origin isolation), starts
+Debian's ``chromium`` headless through Playwright (its driver is playwright-core; no
+browser download: ``executable_path``), with WebGPU on (``--enable-unsafe-webgpu``: on a
+machine without a GPU, Chromium's SwiftShader runs it, which is for correctness, not
+speed), opens the page and loads the build with its own module (``kokoro.js``).
+``run_stage`` runs one stage on numpy arrays and returns its outputs.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import shutil
+import threading
+from pathlib import Path
+from collections.abc import Callable
+from types import TracebackType
+
+import numpy as np
+
+#: Where Debian's chromium package puts the browser.
+CHROMIUM = "chromium"
+_ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-dev-shm-usage"]
+
+
+class BrowserUnavailable(RuntimeError):
+    """Chromium or Playwright is missing."""
+
+
+def chromium() -> str:
+    """The path of Chromium; BrowserUnavailable saying how to install it."""
+    path = shutil.which(CHROMIUM)
+    if path is None:
+        raise BrowserUnavailable(
+            "chromium is not on PATH: the browser tests and bench drive it headless "
+            "(Debian/Ubuntu: apt-get install chromium)"
+        )
+    return path
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".wasm": "application/wasm", ".js": "text/javascript"}  # fmt: skip
+
+    def end_headers(self) -> None:
+        # cross-origin isolation: what SharedArrayBuffer (wasm threads) needs
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
+        pass
+
+
+class StaticServer:
+    """``directory`` over HTTP on 127.0.0.1 (an ephemeral port), in a thread."""
+
+    def __init__(self, directory: Path):
+        handler = functools.partial(_Handler, directory=str(directory))
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _encode(array: np.ndarray) -> dict:
+    return {"data": base64.b64encode(np.ascontiguousarray(array).tobytes()).decode(),
+            "dtype": str(array.dtype), "shape": list(array.shape)}  # fmt: skip
+
+
+def _decode(value: dict) -> np.ndarray:
+    data = np.frombuffer(base64.b64decode(value["data"]), dtype=value["dtype"])
+    return data.reshape(value["shape"]).copy()
+
+
+# In the page: base64 <-> typed arrays, and the build's stages by name.
+_SETUP = """async (base) => {
+  const { loadBuild } = await import(base + "kokoro.js");
+  const TYPES = { float32: Float32Array, int32: Int32Array };
+  const decode = (v) => {
+    const bytes = Uint8Array.from(atob(v.data), (c) => c.charCodeAt(0));
+    return { data: new TYPES[v.dtype](bytes.buffer), shape: v.shape };
+  };
+  const encode = (t) => {
+    const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    let text = "";
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+      text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    }
+    return { data: btoa(text), dtype: t.dtype, shape: t.shape };
+  };
+  const build = await loadBuild(base);
+  window.kokoroRunStage = async (name, inputs) =>
+    (await build.run(name, inputs.map(decode))).map(encode);
+  return build.gpu.adapterInfo ? JSON.stringify(build.gpu.adapterInfo) : "";
+}"""
+
+
+class Browser:
+    """A headless Chromium with ``directory``'s build loaded; a context manager."""
+
+    def __init__(self, directory: Path, timeout_s: float = 600):
+        self.directory = Path(directory)
+        self.timeout_ms = timeout_s * 1000
+        self.messages: list[str] = []
+
+    def __enter__(self) -> Browser:
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError as err:
+            raise BrowserUnavailable(
+                "playwright is not installed: pip install 'kokoro-tvm-ext[test]'"
+            ) from err
+        executable = chromium()
+        self.server = StaticServer(self.directory)
+        self._playwright = sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(executable_path=executable, args=_ARGS)
+            self.page = self._browser.new_page()
+            self.page.set_default_timeout(self.timeout_ms)
+            self.page.on("console", lambda m: self.messages.append(m.text))
+            self.page.goto(self.server.url + "manifest.json")  # same origin as the build
+            self.page.add_script_tag(url=self.server.url + "tvmjs.js")
+            self.adapter = self.page.evaluate(_SETUP, self.server.url)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def run_stage(self, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The build's stage ``name`` on ``inputs`` (numpy, in its signature's order)."""
+        outputs = self.page.evaluate(
+            "([name, inputs]) => window.kokoroRunStage(name, inputs)",
+            [name, [_encode(a) for a in inputs]],
+        )
+        return [_decode(o) for o in outputs]
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for close in ("_browser", "_playwright"):
+            if hasattr(self, close):
+                getattr(self, close).close() if close == "_browser" else self._playwright.stop()
+        if hasattr(self, "server"):
+            self.server.close()
+
+
+def browser_stages(browser: Browser, manifest) -> Callable[[str], Callable[..., dict]]:
+    """A StageProvider (kokoro_ext.run.pipeline) running the stages in ``browser``: keyword
+    inputs by name, int64 ones passed as the build's int32, outputs by name."""
+
+    def provider(name: str):
+        signature = manifest.stages[name].signature
+
+        def run(**inputs: np.ndarray) -> dict[str, np.ndarray]:
+            arrays = []
+            for spec in signature.inputs:
+                value = np.asarray(inputs[spec.name])
+                if value.dtype == np.int64 and spec.dtype == "int32":
+                    value = value.astype(np.int32)
+                arrays.append(np.ascontiguousarray(value, dtype=spec.dtype))
+            outputs = browser.run_stage(name, arrays)
+            return {spec.name: out for spec, out in zip(signature.outputs, outputs, strict=True)}
+
+        return run
+
+    return provider

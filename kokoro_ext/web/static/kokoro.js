@@ -1,0 +1,160 @@
+// Kokoro's compiled stages in the browser: a build of `python -m kokoro_ext.build
+// --target webgpu`, loaded with tvmjs (TVM's JavaScript runtime, `tvmjs.js` beside the
+// build, loaded first as a classic script: it defines the global `tvmjs`).
+//
+//   const build = await loadBuild("./");          // the build's folder, as a URL
+//   const [F0, N] = await build.run("prosody", [en, lengths, style]);
+//
+// A tensor is {data: Float32Array | Int32Array, shape: number[]}.  Each stage is its own
+// WebAssembly module (its host code and TVM's web runtime) with its own tvmjs instance;
+// all of them share one GPUDevice.  A stage's weights are fetched once, uploaded to the
+// GPU once, and passed to its `main` after the inputs, in the order the manifest lists.
+
+const DTYPES = { float32: Float32Array, int32: Int32Array };
+
+/** The build's manifest, checked for what this module can run. */
+async function fetchManifest(base) {
+  const response = await fetch(new URL("manifest.json", base));
+  if (!response.ok) throw new Error(`${base}manifest.json: HTTP ${response.status}`);
+  const manifest = await response.json();
+  if (manifest.target?.kind !== "webgpu") {
+    throw new Error(
+      `this build is for ${manifest.target?.kind}: a browser runs a --target webgpu build`,
+    );
+  }
+  return manifest;
+}
+
+/** The GPUDevice with the limits the build records, or an Error saying why not. */
+async function gpuDevice(manifest) {
+  if (typeof navigator === "undefined" || !navigator.gpu) {
+    throw new Error("this browser has no WebGPU (navigator.gpu is undefined)");
+  }
+  const output = await tvmjs.detectGPUDevice();
+  if (output === undefined) throw new Error("WebGPU has no adapter here");
+  const limits = manifest.requires?.limits ?? {};
+  for (const [name, value] of Object.entries(limits)) {
+    if (output.device.limits[name] < value) {
+      throw new Error(`this GPU's ${name} is ${output.device.limits[name]}, the build needs ${value}`);
+    }
+  }
+  return output;
+}
+
+class Stage {
+  constructor(tvm, vm, main, weights, entry) {
+    Object.assign(this, { tvm, vm, main, weights, entry });
+  }
+
+  /** Run the stage on `inputs` (in the signature's order); its outputs, on the CPU. */
+  async run(inputs) {
+    const { tvm, entry } = this;
+    const device = tvm.webgpu();
+    const signature = entry.signature;
+    if (inputs.length !== signature.inputs.length) {
+      throw new Error(`${entry.file} takes ${signature.inputs.length} inputs, got ${inputs.length}`);
+    }
+    tvm.beginScope();
+    try {
+      const args = inputs.map((input, i) => {
+        const [name, dtype] = signature.inputs[i];
+        if (!(input.data instanceof DTYPES[dtype])) {
+          throw new Error(`input ${name} must be a ${DTYPES[dtype].name}`);
+        }
+        return tvm.empty(input.shape, dtype, device).copyFrom(input.data);
+      });
+      let result = this.main(...args, ...this.weights);
+      const outputs = [];
+      const count = result.size ? result.size() : 1;
+      for (let i = 0; i < count; i++) {
+        const tensor = result.size ? result.get(i) : result;
+        const host = tvm.empty(tensor.shape, tensor.dtype, tvm.cpu());
+        host.copyFrom(tensor);
+        outputs.push(host);
+      }
+      await device.sync();
+      return outputs.map((host) => ({
+        data: host.toArray().slice(),
+        shape: host.shape.slice(),
+        dtype: host.dtype,
+      }));
+    } finally {
+      tvm.endScope();
+    }
+  }
+}
+
+export class Build {
+  constructor(base, manifest, gpu, log) {
+    Object.assign(this, { base, manifest, gpu, log, stages: {}, gpuErrors: [] });
+    // WebGPU reports an invalid shader or pipeline as an event, and the kernel then
+    // writes nothing: a stage's outputs are only good if none came meanwhile.
+    gpu.device.addEventListener("uncapturederror", (event) => {
+      this.gpuErrors.push(event.error.message);
+    });
+  }
+
+  #checkGpu(what) {
+    if (this.gpuErrors.length) {
+      const errors = this.gpuErrors.splice(0);
+      throw new Error(`WebGPU failed in ${what}: ${errors[0]}` +
+        (errors.length > 1 ? ` (and ${errors.length - 1} more)` : ""));
+    }
+  }
+
+  /** The loaded stage `name` (loaded on first use). */
+  async stage(name) {
+    if (this.stages[name] === undefined) this.stages[name] = this.#load(name);
+    return this.stages[name];
+  }
+
+  async #load(name) {
+    const entry = this.manifest.stages[name];
+    if (entry === undefined) throw new Error(`the build has no stage ${name}`);
+    const [wasm, weights] = await Promise.all(
+      [entry.file, entry.weights.file].map(async (file) => {
+        const response = await fetch(new URL(file, this.base));
+        if (!response.ok) throw new Error(`${file}: HTTP ${response.status}`);
+        return response.arrayBuffer();
+      }),
+    );
+    const tvm = await tvmjs.instantiate(new Uint8Array(wasm), tvmjs.createPolyfillWASI(), this.log);
+    tvm.initWebGPU(this.gpu.device);
+    const device = tvm.webgpu();
+    // what outlives this scope is detached from it: the VM, main and the weights
+    tvm.beginScope();
+    try {
+      const vm = tvm.detachFromCurrentScope(tvm.createVirtualMachine(device));
+      const main = tvm.detachFromCurrentScope(vm.getFunction("main"));
+      const arrays = entry.weights.tensors.map(([shape, dtype, offset]) => {
+        const Type = DTYPES[dtype];
+        if (Type === undefined) throw new Error(`${entry.weights.file}: dtype ${dtype} is not supported`);
+        const count = shape.reduce((a, b) => a * b, 1);
+        const tensor = tvm.detachFromCurrentScope(tvm.empty(shape, dtype, device));
+        return tensor.copyFrom(new Type(weights, offset, count));
+      });
+      await device.sync();
+      return new Stage(tvm, vm, main, arrays, entry);
+    } finally {
+      tvm.endScope();
+    }
+  }
+
+  /** Run stage `name` on `inputs`; its outputs. */
+  async run(name, inputs) {
+    const stage = await this.stage(name);
+    this.#checkGpu(`loading ${name}`);
+    const outputs = await stage.run(inputs);
+    await this.gpu.device.queue.onSubmittedWorkDone();
+    this.#checkGpu(name);
+    return outputs;
+  }
+}
+
+/** Load the build at `base` (a URL of its folder, ending in "/"). */
+export async function loadBuild(base, { log = () => {} } = {}) {
+  const url = new URL(base, globalThis.location?.href);
+  const manifest = await fetchManifest(url);
+  const gpu = await gpuDevice(manifest);
+  return new Build(url, manifest, gpu, log);
+}

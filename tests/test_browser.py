@@ -1,0 +1,147 @@
+"""The WebGPU build in a real headless Chromium (SwiftShader's WebGPU on this CPU-only
+machine) against the CPU build of the same weights: every stage on the same inputs, then
+the whole synthesis with the browser computing every stage.
+
+Needs chromium, emcc (Debian: chromium, emscripten) and npm; .ci/run installs them.
+Elsewhere these tests skip, saying which is missing; under CI they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from kokoro_ext.run import artifacts
+from kokoro_ext.run.pipeline import synthesize_ids, voice_style
+from kokoro_ext.run.synthesizer import Synthesizer
+from kokoro_ext.text.g2p import phonemes_to_ids
+from small_build import build_small
+
+TOOLS = {"chromium": "chromium", "emcc": "emscripten", "npm": "npm"}
+_missing = [f"{tool} (Debian: {package})" for tool, package in TOOLS.items() if not shutil.which(tool)]
+if _missing and not os.environ.get("CI"):
+    pytest.skip(f"needs {', '.join(_missing)}", allow_module_level=True)
+
+PHONEMES = "həlˈoʊ wˈɜːld"  # "hello world": 12 phonemes, 14 tokens
+
+
+def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
+    noise = np.sum((reference.astype(np.float64) - other) ** 2)
+    return float(10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / max(noise, 1e-30)))
+
+
+@pytest.fixture(scope="module")
+def webgpu_build(tmp_path_factory):
+    """The small config for --target webgpu, with the CPU build's random weights (seed 0)."""
+    return build_small(tmp_path_factory.mktemp("webgpu"), log=lambda _: None, target="webgpu")
+
+
+@pytest.fixture(scope="module")
+def cpu_trace(build_dir):
+    synth = Synthesizer(build_dir[0])
+    ids = phonemes_to_ids(PHONEMES, synth.vocab)
+    style = voice_style(synth.voice, len(ids) - 2)
+    trace = synthesize_ids(synth._stage, synth.geometry, ids, style, synth.limits, seed=3)
+    return synth, ids, style, trace
+
+
+@pytest.fixture(scope="module")
+def browser(webgpu_build):
+    from kokoro_ext.tools.browser import Browser
+
+    with Browser(webgpu_build) as b:
+        yield b
+
+
+def test_webgpu_build_layout(webgpu_build):
+    manifest = artifacts.read_manifest(webgpu_build)
+    assert manifest.target["kind"] == "webgpu"
+    assert manifest.cpu_features == () and manifest.lstm_backend == "gpu"
+    assert manifest.requires["limits"]["maxComputeInvocationsPerWorkgroup"] == 256
+    for name, entry in manifest.stages.items():
+        assert entry.file == f"{name}.wasm"
+        assert (webgpu_build / entry.file).read_bytes()[:4] == b"\0asm"
+        assert all(t.dtype == "float32" for t in entry.weights.tensors)
+        # WGSL has no 64-bit integers: the page passes token ids and lengths as int32
+        assert "int64" not in {t.dtype for t in entry.signature.inputs}
+    for page_file in ("tvmjs.js", "kokoro.js"):
+        assert (webgpu_build / page_file).is_file()
+
+
+def test_python_refuses_a_webgpu_build(webgpu_build):
+    with pytest.raises(ValueError, match="compiled for webgpu, not for a CPU: .* browser"):
+        Synthesizer(webgpu_build)
+
+
+# stage: (output, bound on max |browser - cpu| / max |cpu|); float32 kernels of another
+# order of summation, transcendental functions of another library
+BOUNDS = {
+    "text": {"d": 1e-4, "duration": 1e-4, "t_en": 1e-4},
+    "prosody": {"F0": 1e-3, "N": 1e-3},
+    "source": {"spectrum": 1e-3},
+}
+
+
+@pytest.mark.parametrize("stage", ["text", "prosody", "source", "decoder"])
+def test_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = cpu_trace
+    manifest = artifacts.read_manifest(browser.directory)
+    inputs = _stage_inputs(trace, synth, stage)
+    got = browser_stages(browser, manifest)(stage)(**inputs)
+    want = trace.stages[stage]
+    assert set(got) == set(want)
+    for name, reference in want.items():
+        assert got[name].shape == reference.shape, name
+        assert np.isfinite(got[name]).all(), name
+        if stage == "decoder":
+            assert snr_db(reference, got[name]) >= 40, name
+        else:
+            error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
+            assert error <= BOUNDS[stage][name], (name, error)
+
+
+def _stage_inputs(trace, synth, stage):
+    """What the CPU run gave ``stage``, from its trace (the stages' outputs) and the host
+    steps, recomputed as kokoro_ext.run.pipeline does."""
+    from kokoro_ext.run.alignment import align
+    from kokoro_ext.run.noise import source_noise
+
+    text = trace.stages["text"]
+    frames = trace.frames
+    lengths = np.array([frames], dtype=np.int64)
+    if stage == "text":
+        ids = np.array([phonemes_to_ids(PHONEMES, synth.vocab)], dtype=np.int64)
+        style = voice_style(synth.voice, ids.shape[1] - 2)[:, 128:]
+        return {"input_ids": ids, "lengths": np.array([ids.shape[1]]), "style": style}
+    ids = phonemes_to_ids(PHONEMES, synth.vocab)
+    style = voice_style(synth.voice, len(ids) - 2)
+    prosody = trace.stages["prosody"]
+    if stage == "prosody":
+        en = align(text["d"][0].T, trace.durations, frames)[None]
+        return {"en": en, "lengths": lengths, "style": style[:, 128:]}
+    if stage == "source":
+        samples = synth.geometry.samples_per_frame * frames
+        noise = source_noise(3, 1, samples, synth.geometry.harmonics)
+        return {"F0": prosody["F0"], "lengths": lengths, "noise": noise}
+    asr = align(text["t_en"][0], trace.durations, frames)[None]
+    return {"asr": asr, "F0": prosody["F0"], "N": prosody["N"], "lengths": lengths,
+            "style": style[:, :128], "spectrum": trace.stages["source"]["spectrum"]}  # fmt: skip
+
+
+def test_whole_synthesis_in_browser(browser, cpu_trace):
+    """Every stage computed in the browser, the host steps in Python: the audio of the
+    CPU build, to 40 dB."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, ids, style, trace = cpu_trace
+    manifest = artifacts.read_manifest(browser.directory)
+    got = synthesize_ids(browser_stages(browser, manifest), synth.geometry, ids, style,
+                         synth.limits, seed=3)  # fmt: skip
+    np.testing.assert_array_equal(got.durations, trace.durations)
+    assert got.audio.shape == trace.audio.shape
+    assert snr_db(trace.audio, got.audio) >= 40
