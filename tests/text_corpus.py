@@ -332,4 +332,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parents[1]))  # this checkout's kokoro_ext
     main(sys.argv[1:])
