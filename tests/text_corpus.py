@@ -271,7 +271,7 @@ def corpus() -> list[dict]:
 def record(front, entry: dict) -> dict:
     """What the front end makes of ``entry``: see the module docstring."""
     from kokoro_ext.run.synthesizer import SILENT_SYMBOLS
-    from kokoro_ext.run.timestamps import chunk_words, originals_of
+    from kokoro_ext.run.timestamps import OriginalWords, chunk_words
     from kokoro_ext.text.chunking import pack_evenly
 
     import numpy as np
@@ -284,7 +284,7 @@ def record(front, entry: dict) -> dict:
         warnings.simplefilter("ignore")
         try:
             sentences, chunks = [], []
-            originals = originals_of(text, front, markdown)
+            originals = OriginalWords(text)
             said: list[str] = []
             for part in front.sentences(text, markdown):
                 words = front.words(part)

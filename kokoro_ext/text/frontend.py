@@ -27,8 +27,8 @@ from kokoro_ext.text import normalize as norm
 from kokoro_ext.text.chunking import Break, Word, split_sentences, words_of_phonemes
 from kokoro_ext.text.clean import PLACEHOLDER_RANGE
 from kokoro_ext.text.languages import Language, language, language_of_voice
-from kokoro_ext.text.markup import Inline, Pause, Phonemes, SayAs, Segment, Text, standing_for
-from kokoro_ext.text.spans import Spanned, join, sub
+from kokoro_ext.text.markup import Inline, Pause, Phonemes, SayAs, Segment, Text
+from kokoro_ext.text.spans import Spanned, join, standing_for, sub
 
 _FIRST = PLACEHOLDER_RANGE[0]
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from kokoro_ext.text import markdown as md
 from kokoro_ext.text.chunking import PAUSES
 from kokoro_ext.text.clean import strip_terminal
-from kokoro_ext.text.spans import Spanned, group, join, sub
+from kokoro_ext.text.spans import Spanned, group, join, standing_for, sub
 
 #: Longest ``<break>``: SSML's own limit.
 MAX_BREAK = 10.0
@@ -272,14 +272,6 @@ class _SSML:
         else:
             # in SSML, line breaks are layout: <p> and <s> give the structure
             self.segments.append(Text(sub(r"\s+", " ", data)))
-
-
-def standing_for(text: str, written: str) -> str:
-    """``text`` said for ``written``: spanning all of it (added text if it spans nothing)."""
-    span = written.span() if isinstance(written, Spanned) else None
-    if span is None:
-        return text
-    return Spanned(text, (span[0],) * len(text), (span[1],) * len(text))
 
 
 def _parse_ssml(text: str) -> list[Segment]:

@@ -37,7 +37,7 @@ from kokoro_ext.text.clean import (  # noqa: F401  (the cleaning's earlier home)
     strip_terminal,
     unconfuse,
 )
-from kokoro_ext.text.spans import group, sub
+from kokoro_ext.text.spans import group, standing_for, sub
 
 # Symbols that have a reading wherever they stand (English); other symbols are dropped.
 _SYMBOL_WORDS = {
@@ -240,15 +240,22 @@ def _fraction(m: re.Match, lang: str) -> str:
         name = "halves" if den == 2 else name + "s"
     # a word after the fraction that is not a unit is kept as written
     after = "" if unit or not m["unit"] else group(m, "space") + group(m, "unit")
+    if after:  # the words say the fraction, the unit after it is its own
+        fraction = m.string[m.start() : m.start("space")]
+        return standing_for(_fraction_words(m, num, den, name, unit, lang), fraction) + after
+    return _fraction_words(m, num, den, name, unit, lang)
+
+
+def _fraction_words(m: re.Match, num: int, den: int, name: str, unit, lang: str) -> str:
     if m["whole"] is None:
         words = f"{cardinal(num, lang)} {name}"
         if unit:  # "three quarters of a kilometer"
             article = "an" if unit[0][0] in "aeiou" or unit[0].startswith("hour") else "a"
             words += f" of {article} {unit[0]}"
-        return words + after
+        return words
     # "one and a half", "two and three quarters"
     words = f"{cardinal(m['whole'], lang)} and {'a' if num == 1 else cardinal(num, lang)} {name}"
-    return words + (f" {unit[1]}" if unit else after)
+    return words + (f" {unit[1]}" if unit else "")
 
 
 def _month_day(m: re.Match, lang: str) -> str:
@@ -375,7 +382,9 @@ _ENGLISH_RULES: list[_Rule] = [
     (re.compile(rf"(?<![\w.,])[-−]?(?:{_NUMBER})(?![\w]|[.,]\d)"), lambda m, lang: _number(m[0], lang)),
     (  # "Main St." is a street, "St. Louis" a saint
         re.compile(r"\b(?P<name>[A-Z][a-z]+)\s+St\.(?P<end>\s*$)?(?=\s+[a-z\d]|[,;:!?)]|$)"),
-        lambda m, lang: group(m, "name") + " Street" + ("." if m["end"] is not None else ""),
+        lambda m, lang: group(m, "name") + standing_for(
+            " Street" + ("." if m["end"] is not None else ""), m.string[m.end("name") : m.end()].lstrip()
+        ),
     ),
     (
         # "Mr." is a title wherever it stands; "St." only before a name

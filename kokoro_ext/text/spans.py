@@ -86,6 +86,14 @@ def spanned(text: str) -> Spanned:
     return text if isinstance(text, Spanned) else Spanned(text, (0,) * len(text), (0,) * len(text))
 
 
+def standing_for(text: str, written: str) -> str:
+    """``text`` said for ``written``: spanning all of it (added text if it spans nothing)."""
+    span = written.span() if isinstance(written, Spanned) else None
+    if span is None:
+        return text
+    return Spanned(text, (span[0],) * len(text), (span[1],) * len(text))
+
+
 def join(parts: Iterable[str], separator: str = "") -> Spanned | str:
     """``separator.join(parts)`` keeping the spans of the Spanned parts; a plain str part
     (or the separator) is added text, at the end of the part before it."""
@@ -149,6 +157,15 @@ def sub(pattern: str | re.Pattern, replacement: Replacement, text: str, flags: i
                 new = text[m.start() : m.end()]
             elif not isinstance(new, Spanned):
                 new = _replaced(new, text, m.start(), m.end())
+            elif m.end() > m.start() and any(e <= s for s, e in zip(new.starts, new.ends)):
+                # text the replacement added (spanning nothing) stands for the match
+                whole = _replaced(" ", text, m.start(), m.end())
+                added = [e <= s for s, e in zip(new.starts, new.ends)]
+                new = Spanned(
+                    new,
+                    tuple(whole.starts[0] if a else s for a, s in zip(added, new.starts)),
+                    tuple(whole.ends[0] if a else e for a, e in zip(added, new.ends)),
+                )
         else:
             new = _expand(m, replacement, text)
         pieces.append(new)
