@@ -84,7 +84,7 @@ _WORD = r"[^\W\d_]+"
 def strip_terminal(text: str) -> str:
     """``text`` without terminal escape sequences (CSI, OSC, ...), whole, nor the "[31m"
     left of a colour code that lost its ESC; overstruck characters ("N\\bN") once."""
-    if "\x1b" in text or any("\x90" <= c <= "\x9f" for c in text):
+    if "\x1b" in text or re.search("[\x90-\x9f]", text):
         text = sub(_TERMINAL, "", text)
     if "\x08" in text:
         while (struck := sub(_OVERSTRIKE, "", text)) != text:
@@ -124,7 +124,8 @@ def invisible(text: str, lang: str = "a") -> str:
 def compatibility(text: str) -> str:
     """NFKC (but "…"), each character on its own; line breaks as "\\n".  A vulgar
     fraction after a digit is a mixed number: "1½" is "1 1⁄2" (NFKC alone: "11⁄2")."""
-    if not text.isascii():
+    # most text is NFKC already (each character then is, on its own)
+    if not text.isascii() and not unicodedata.is_normalized("NFKC", text):
         previous = ""
 
         def compat(char: str) -> str:
@@ -166,11 +167,11 @@ def _script(char: str) -> str | None:
 def _unconfuse_word(match: re.Match) -> str:
     word = match[0]
     if word.isascii():
-        return _same(match)
+        return word
     scripts = [_script(c) for c in word]
     present = set(scripts)
     if len(present) < 2 or None in present:
-        return _same(match)
+        return word
     counts = {s: scripts.count(s) for s in present}
     # the scripts every letter of the word can be written in
     fits = [
@@ -178,15 +179,9 @@ def _unconfuse_word(match: re.Match) -> str:
         if all(s == target or _lookalike(c, target) for c, s in zip(word, scripts))
     ]  # fmt: skip
     if not fits:
-        return _same(match)
+        return word
     target = max(fits, key=lambda s: (counts[s], s == "LATIN"))
     return "".join(c if s == target else _lookalike(c, target) for c, s in zip(word, scripts))
-
-
-def _same(match: re.Match) -> str:
-    # a word left as it is keeps its characters' own spans
-    text = match.string
-    return text[match.start() : match.end()] if isinstance(text, Spanned) else match[0]
 
 
 def _lookalike(char: str, script: str) -> str:
@@ -245,7 +240,7 @@ def drop_other_scripts(text: str) -> str:
     """
     if text.isascii():
         return text
-    foreign = {c for c in text if not is_latin_or_common(c)}
+    foreign = {c for c in set(text) if not is_latin_or_common(c)}
     if not foreign:
         return text
     shown = "".join(sorted(foreign))

@@ -95,13 +95,14 @@ class FrontEnd:
         with self._lock:
             if self.language.g2p == "misaki-en":
                 said = _misaki_text(part.segments)
-                return _located(self._english_g2p().words(said), said)
+                # the G2P reads a plain str (slicing a Spanned keeps spans: slower)
+                return _located(self._english_g2p().words(str(said)), said)
             pieces = []
             for segment in part.segments:
                 if isinstance(segment, Phonemes):
                     pieces.append(segment.phonemes)
                 elif segment.text.strip():
-                    pieces.append(self._other_g2p()(segment.text))
+                    pieces.append(self._other_g2p()(str(segment.text)))
             found = words_of_phonemes(" ".join(p.strip() for p in pieces if p.strip()))
             return _with_text(found, part.text)
 
@@ -141,16 +142,23 @@ def _located(words: list[Word], said: str) -> list[Word]:
         return words
     out = []
     cursor = 0
+    starts, ends, find = said.starts, said.ends, said.find
     for word in words:
-        text = word.text.strip()
+        whole = word.text
+        text = whole.strip()
         # the G2P may drop symbols: look a little ahead, never back
-        at = said.find(text, cursor, cursor + len(text) + 200) if text else -1
+        at = find(text, cursor, cursor + len(text) + 200) if text else -1
         if at < 0:
             out.append(word)
             continue
         cursor = at + len(text)
-        lead = word.text[: len(word.text) - len(word.text.lstrip())]
-        out.append(Word(lead + said[at:cursor] + word.text[len(lead) + len(text):], word.phonemes))
+        lead = len(whole) - len(whole.lstrip())
+        stop = at - lead + len(whole)
+        if at >= lead and str.__getitem__(said, slice(at - lead, stop)) == whole:
+            found = Spanned(whole, starts[at - lead : stop], ends[at - lead : stop])
+        else:  # not as the G2P's input spells it around the word
+            found = whole[:lead] + said[at:cursor] + whole[lead + len(text) :]
+        out.append(Word(found, word.phonemes))
     return out
 
 

@@ -403,6 +403,11 @@ _ENGLISH_RULES: list[_Rule] = [
 ]
 
 
+# The rules that can match text without a digit: addresses, "Main St.", titles,
+# abbreviations, symbols (tests/test_text_pipeline.py checks the others need one).
+_ENGLISH_RULES_WITHOUT_DIGITS = [_ENGLISH_RULES[i] for i in (2, 3, 19, 20, 21, 22)]
+
+
 def _time_hour(m: re.Match, lang: str) -> str:
     hour = int(m["hour"])
     if not 1 <= hour <= 12:
@@ -476,8 +481,10 @@ def spell(text: str, lang: str = "a") -> str:
     if lang in FRACTIONS:
         text = sub(_OTHER_FRACTION, lambda m: _other_fraction(m, FRACTIONS[lang]), text)
     if lang in ("a", "b"):
+        # rules that need a digit are skipped for text without one (no rule adds digits)
+        rules = _ENGLISH_RULES if re.search(r"\d", text) else _ENGLISH_RULES_WITHOUT_DIGITS
         # digits after the first rules are words: later rules never see them twice
-        for pattern, rule in _ENGLISH_RULES:
+        for pattern, rule in rules:
             text = sub(pattern, lambda m: rule(m, lang), text)
         text = sub(r"[ \t]{2,}", " ", text)
     return text

@@ -30,6 +30,7 @@ than text (inline phonemes, breaks) passes through them untouched.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -150,9 +151,13 @@ def on_text(function: TextFunction) -> Callable[[Marked], Marked]:
     """A pass applying ``function`` to the text of each Text segment."""
 
     def apply(doc: Marked) -> Marked:
-        return replace(doc, segments=tuple(
-            Text(function(s.text)) if isinstance(s, Text) else s for s in doc.segments
-        ))  # fmt: skip
+        return Marked(doc.original, tuple(map(_on_segment, doc.segments)))
+
+    def _on_segment(segment: Segment) -> Segment:
+        if not isinstance(segment, Text):
+            return segment
+        text = function(segment.text)
+        return segment if text is segment.text else Text(text)
 
     named = getattr(function, "func", function)  # a partial: its function's name
     apply.__name__ = apply.__qualname__ = getattr(named, "__name__", "text_pass")
@@ -161,7 +166,9 @@ def on_text(function: TextFunction) -> Callable[[Marked], Marked]:
 
 def read_say_as(code: str) -> Callable[[Marked], Marked]:
     def say_as_pass(doc: Marked) -> Marked:
-        return replace(doc, segments=tuple(
+        if not any(isinstance(s, SayAs) for s in doc.segments):
+            return doc
+        return Marked(doc.original, tuple(
             Text(say_as(s, code)) if isinstance(s, SayAs) else s for s in doc.segments
         ))  # fmt: skip
 
@@ -191,9 +198,10 @@ SENTENCE_ENDS: dict[str, TextFunction] = {
 LATIN = frozenset("abefip")
 
 
-def text_passes(code: str) -> list[Callable[[Marked], Marked]]:
+@functools.cache
+def text_passes(code: str) -> tuple[Callable[[Marked], Marked], ...]:
     """The passes from markup to sentences for the language ``code``, in order."""
-    passes = [
+    return (
         read_say_as(code),
         on_text(partial(clean.invisible, lang=code)),
         *([] if code in SKIP_NFKC else [on_text(clean.compatibility)]),
@@ -202,8 +210,7 @@ def text_passes(code: str) -> list[Callable[[Marked], Marked]]:
         on_text(partial(clean.drop_symbols, lang=code)),
         *([on_text(SENTENCE_ENDS[code])] if code in SENTENCE_ENDS else []),
         *([on_text(clean.drop_other_scripts)] if code in LATIN else []),
-    ]
-    return passes
+    )
 
 
 def split_sentences(code: str) -> Callable[[Marked], Sentences]:

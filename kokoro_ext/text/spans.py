@@ -53,10 +53,12 @@ class Spanned(str):
         return self.rstrip(chars).lstrip(chars)
 
     def lstrip(self, chars: str | None = None) -> Spanned:
-        return self[len(self) - len(str.lstrip(self, chars)):]
+        kept = len(str.lstrip(self, chars))
+        return self if kept == len(self) else self[len(self) - kept :]
 
     def rstrip(self, chars: str | None = None) -> Spanned:
-        return self[: len(str.rstrip(self, chars))]
+        kept = len(str.rstrip(self, chars))
+        return self if kept == len(self) else self[:kept]
 
     def replace(self, old: str, new: str, count: int = -1) -> Spanned:
         if count != -1:
@@ -64,8 +66,10 @@ class Spanned(str):
         return sub(re.escape(old), lambda m: new, self) if old in self else self
 
     def split(self, sep: str | None = None, maxsplit: int = -1) -> list[Spanned]:
-        if sep is None or maxsplit != -1:
+        if maxsplit != -1:
             return str.split(self, sep, maxsplit)
+        if sep is None:
+            return [self[m.start() : m.end()] for m in re.finditer(r"\S+", self)]
         out, position = [], 0
         while (at := str.find(self, sep, position)) >= 0:
             out.append(self[position:at])
@@ -100,6 +104,8 @@ def join(parts: Iterable[str], separator: str = "") -> Spanned | str:
     parts = list(parts)
     if separator:
         parts = [p for part in parts for p in (separator, part)][1:]
+    if len(parts) == 1 and isinstance(parts[0], Spanned):
+        return parts[0]
     if not any(isinstance(p, Spanned) for p in parts):
         return "".join(parts)
     starts: list[int] = []
@@ -147,15 +153,18 @@ def sub(pattern: str | re.Pattern, replacement: Replacement, text: str, flags: i
     regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, flags)
     if not isinstance(text, Spanned):
         return regex.sub(replacement, text)
+    first = regex.search(text)  # most patterns match nothing: no Python loop for them
+    if first is None:
+        return text
     pieces: list[str] = []
     position = 0
-    for m in regex.finditer(text):
-        pieces.append(text[position : m.start()])
+    for m in regex.finditer(text, first.start()):
         if callable(replacement):
             new = replacement(m)
             if new == m[0]:  # left as it was: its characters keep their own spans
-                new = text[m.start() : m.end()]
-            elif not isinstance(new, Spanned):
+                continue
+            pieces.append(text[position : m.start()])
+            if not isinstance(new, Spanned):
                 new = _replaced(new, text, m.start(), m.end())
             elif m.end() > m.start() and any(e <= s for s, e in zip(new.starts, new.ends)):
                 # text the replacement added (spanning nothing) stands for the match
@@ -167,6 +176,7 @@ def sub(pattern: str | re.Pattern, replacement: Replacement, text: str, flags: i
                     tuple(whole.ends[0] if a else e for a, e in zip(added, new.ends)),
                 )
         else:
+            pieces.append(text[position : m.start()])
             new = _expand(m, replacement, text)
         pieces.append(new)
         position = m.end()
