@@ -60,8 +60,8 @@ def test_markup_keeps_the_spans_of_what_is_said():
     text = "# Title\n\n**Bold** and [link](https://x.org) and [Kokoro](/kˈOkəɹO/)."
     doc = parse_markup(Source(text, Spanned.of(text)))
     said = join(s.text for s in doc.segments)
-    assert said.split() == ["Title.", "Bold", "and", "link", "and", "Kokoro."]
-    assert [original(w, text) for w in said.split()] == ["Title.", "Bold", "and", "link", "and", "Kokoro."]
+    words = ["Title.", "Bold", "and", "link", "and", "Kokoro."]
+    assert said.split() == words and [original(w, text) for w in said.split()] == words
     assert any(isinstance(s, Phonemes) and s.phonemes == "kˈOkəɹO" for s in doc.segments)
 
     ssml = '<speak>A <break time="1s"/> <say-as interpret-as="digits">42</say-as> &amp; b</speak>'
@@ -165,7 +165,8 @@ def test_a_changing_chunk_limit_is_asked_per_chunk():
     progress = pipeline.Progress()
     chunking = pipeline.Chunking(limit, 40, progress)
     out = []
-    for chunk in TextPipeline("a").run("Sure, I can help you with that today.", chunking=chunking).chunks:
+    text = "Sure, I can help you with that today."
+    for chunk in TextPipeline("a").run(text, chunking=chunking).chunks:
         out.append(chunk.piece.text)
         progress.said += 1
         progress.last_end = chunk.end

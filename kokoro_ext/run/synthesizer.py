@@ -297,9 +297,9 @@ class Synthesizer:
                 # the chunk limit of the next chunk may depend on these (Chunking)
                 progress.said, progress.last_end = index, previous
         if index == 0:
-            language = pipeline.front.language
+            language = pipeline.front.language.name.split()[-1]
             raise NothingToSay(
-                f"nothing to say in {language.name.split()[-1]} in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
+                f"nothing to say in {language} in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
                 "it has no words, only punctuation or symbols without a pronunciation"
             )
 

@@ -80,7 +80,9 @@ class OriginalWords:
     def unsaid(self, words: Sequence) -> None:
         """The words of a chunk not synthesized (only punctuation): their text may be
         glued to the next word ("**" before "Bold")."""
-        self.glued += [w.text.strip() for w in words if isinstance(w.text, Spanned) and w.text.strip()]
+        self.glued += [
+            w.text.strip() for w in words if isinstance(w.text, Spanned) and w.text.strip()
+        ]
 
 
 def _overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:

@@ -31,7 +31,7 @@ import re
 import unicodedata
 import warnings
 
-from kokoro_ext.text.spans import Spanned, map_chars, sub
+from kokoro_ext.text.spans import map_chars, sub
 
 # Format characters that glue or separate nothing a reader hears: removed, not spaced.
 _INVISIBLE = {"\u00ad", "\u180e", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"}

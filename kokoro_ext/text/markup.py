@@ -175,7 +175,9 @@ class _SSML:
         # expat counts bytes of UTF-8: the character each byte belongs to
         self.chars: list[int] | None = None
         if isinstance(source, Spanned) and not source.isascii():
-            self.chars = [i for i, c in enumerate(source) for _ in c.encode("utf-8", "surrogatepass")]
+            self.chars = [
+                i for i, c in enumerate(source) for _ in c.encode("utf-8", "surrogatepass")
+            ]
             self.chars.append(len(source))
 
     def spanned(self, data: str) -> str:

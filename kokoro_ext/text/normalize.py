@@ -382,8 +382,9 @@ _ENGLISH_RULES: list[_Rule] = [
     (re.compile(rf"(?<![\w.,])[-−]?(?:{_NUMBER})(?![\w]|[.,]\d)"), lambda m, lang: _number(m[0], lang)),
     (  # "Main St." is a street, "St. Louis" a saint
         re.compile(r"\b(?P<name>[A-Z][a-z]+)\s+St\.(?P<end>\s*$)?(?=\s+[a-z\d]|[,;:!?)]|$)"),
-        lambda m, lang: group(m, "name") + standing_for(
-            " Street" + ("." if m["end"] is not None else ""), m.string[m.end("name") : m.end()].lstrip()
+        lambda m, lang: group(m, "name") + standing_for(  # "Street" spans "St."
+            " Street" + ("." if m["end"] is not None else ""),
+            m.string[m.end("name") : m.end()].lstrip(),
         ),
     ),
     (

@@ -25,7 +25,8 @@ word's original text (timestamps, captions) is read off it, not guessed.
   chunks             chunking.pack_evenly within the chunk limit       -> Chunks
 
 The cleaning passes (invisible to other scripts) rewrite each Text segment; markup other
-than text (inline phonemes, breaks) passes through them untouched.
+than text (inline phonemes, breaks) passes through them untouched.  Markup is read
+before them: NFKC would make Markdown markers of full-width characters ("＊").
 """
 
 from __future__ import annotations
