@@ -128,13 +128,14 @@ def split_sentences(text: str) -> Iterator[Sentence]:
     position = 0
     while position < len(text):
         match = _SENTENCE.match(text, position)
+        start = position
         if match is None or match.end() == position:  # no end mark left: the rest
             body, gap, position = text[position:], "", len(text)
         else:
-            body, gap, position = group(match, "body"), group(match, "gap"), match.end()
+            body, gap, position = group(match, "body"), match["gap"], match.end()
         joined = body.endswith(".") and _is_abbreviation(body) and "\n" not in gap
         if joined and position < len(text):
-            pending += body + gap
+            pending += text[start:position]  # the body and the gap after it
             continue
         sentence = (pending + body).strip()
         pending = ""
@@ -168,7 +169,7 @@ def _is_abbreviation(body: str) -> bool:
 def _sentence_end(sentence: str, gap: str) -> Break:
     if gap.count("\n") >= 2:
         return "paragraph"
-    mark = sentence.rstrip(")\"'”’]")[-1:]
+    mark = str.rstrip(sentence, ")\"'”’]")[-1:]
     return "clause" if mark in _CLAUSE_SPLIT else "sentence"
 
 

@@ -142,9 +142,15 @@ def _located(words: list[Word], said: str) -> list[Word]:
         return words
     out = []
     cursor = 0
-    starts, ends, find = said.starts, said.ends, said.find
+    find = said.find
     for word in words:
         whole = word.text
+        # as the input spells it, whitespace after it included (most words)
+        at = find(whole, cursor, cursor + len(whole) + 200) if whole else -1
+        if at >= 0:
+            cursor = at + len(whole.rstrip())
+            out.append(Word(said[at : at + len(whole)], word.phonemes))
+            continue
         text = whole.strip()
         # the G2P may drop symbols: look a little ahead, never back
         at = find(text, cursor, cursor + len(text) + 200) if text else -1
@@ -153,12 +159,7 @@ def _located(words: list[Word], said: str) -> list[Word]:
             continue
         cursor = at + len(text)
         lead = len(whole) - len(whole.lstrip())
-        stop = at - lead + len(whole)
-        if at >= lead and str.__getitem__(said, slice(at - lead, stop)) == whole:
-            found = Spanned(whole, starts[at - lead : stop], ends[at - lead : stop])
-        else:  # not as the G2P's input spells it around the word
-            found = whole[:lead] + said[at:cursor] + whole[lead + len(text) :]
-        out.append(Word(found, word.phonemes))
+        out.append(Word(whole[:lead] + said[at:cursor] + whole[lead + len(text) :], word.phonemes))
     return out
 
 

@@ -21,27 +21,48 @@ Replacement = Callable[[re.Match], str] | str
 
 
 class Spanned(str):
-    """A str with ``starts`` and ``ends``: each character's span in the original text."""
+    """A str with ``starts`` and ``ends``: each character's span in the original text.
 
-    starts: tuple[int, ...]
-    ends: tuple[int, ...]
+    Text as written (``of`` and its slices) keeps only its offset in the original: the
+    spans are counted out when an edit needs them, most text is never edited.
+    """
 
     def __new__(cls, text: str, starts: tuple[int, ...], ends: tuple[int, ...]):
         self = str.__new__(cls, text)
-        self.starts, self.ends = starts, ends
+        self._starts, self._ends, self._offset = starts, ends, 0
         return self
 
     @classmethod
     def of(cls, text: str, offset: int = 0) -> Spanned:
         """``text`` as it stands in the original at ``offset``: each character itself."""
-        return cls(text, tuple(range(offset, offset + len(text))),
-                   tuple(range(offset + 1, offset + len(text) + 1)))
+        self = str.__new__(cls, text)
+        self._starts = self._ends = None
+        self._offset = offset
+        return self
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        if self._starts is None:
+            return tuple(range(self._offset, self._offset + len(self)))
+        return self._starts
+
+    @property
+    def ends(self) -> tuple[int, ...]:
+        if self._ends is None:
+            return tuple(range(self._offset + 1, self._offset + len(self) + 1))
+        return self._ends
 
     def __getitem__(self, key) -> Spanned:
         text = str.__getitem__(self, key)
+        if self._starts is None:  # as written: so is any stretch of it
+            if isinstance(key, slice):
+                if key.step not in (None, 1):
+                    return Spanned(text, self.starts[key], self.ends[key])
+                return Spanned.of(text, self._offset + key.indices(len(self))[0])
+            return Spanned.of(text, self._offset + range(len(self))[key])
         if isinstance(key, slice):
-            return Spanned(text, self.starts[key], self.ends[key])
-        return Spanned(text, (self.starts[key],), (self.ends[key],))
+            return Spanned(text, self._starts[key], self._ends[key])
+        return Spanned(text, (self._starts[key],), (self._ends[key],))
 
     def __add__(self, other: str) -> Spanned:
         return join((self, other))
@@ -79,6 +100,8 @@ class Spanned(str):
 
     def span(self) -> tuple[int, int] | None:
         """The stretch of the original all of the text comes from (None: added text)."""
+        if self._starts is None:
+            return (self._offset, self._offset + len(self)) if self else None
         found = [(s, e) for s, e in zip(self.starts, self.ends) if e > s]
         if not found:
             return None
@@ -104,6 +127,8 @@ def join(parts: Iterable[str], separator: str = "") -> Spanned | str:
     parts = list(parts)
     if separator:
         parts = [p for part in parts for p in (separator, part)][1:]
+    if len(parts) > 1:
+        parts = [p for p in parts if p]  # "" + text: nothing to add
     if len(parts) == 1 and isinstance(parts[0], Spanned):
         return parts[0]
     if not any(isinstance(p, Spanned) for p in parts):
@@ -126,7 +151,10 @@ def join(parts: Iterable[str], separator: str = "") -> Spanned | str:
 
 def _replaced(new: str, text: Spanned, start: int, end: int) -> Spanned:
     """``new`` put in place of ``text[start:end]``: spanning that stretch as a whole."""
-    if start < end:
+    if text._starts is None:  # as written
+        first = text._offset + start
+        last = text._offset + end if start < end else first
+    elif start < end:
         first = min(text.starts[start:end])
         last = max(text.ends[start:end])
     else:  # inserted
