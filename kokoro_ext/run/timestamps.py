@@ -20,13 +20,15 @@ character the front end passes on knows its span in the original text
 the original text under its characters: "**Bold**" reports "Bold", a colour escape is
 not part of any word, "3" read "three" reports "3", and the words one rewritten stretch
 became ("three dollars and fifty cents" for "$3.50") are one entry that reports the
-stretch, from the start of "three" to the end of "cents".  Characters the front end
-added (the period that ends a Markdown heading as a sentence) are reported as they
-are; a word with no span at all (text the G2P spelled otherwise) reports its normalized
-text, as does the rest of a stretch the chunk before already reported.  Punctuation
-glued to a word stays with it ("Hello,").  A word with no text of its own (the rest of
-a word cut between two chunks, or a G2P that merged words) extends the word before it
-in its chunk.
+stretch, from the start of "three" to the end of "cents", as are the words of text
+written without a space between them ("drwxr-xr-x", "8+7").  SSML reports what is
+written: the content of ``<sub>`` and ``<say-as>``, an entity as its character.
+Characters the front end added (the period that ends a Markdown heading as a sentence)
+are reported as they are; a word with no span at all (text the G2P spelled otherwise)
+reports its normalized text, as does the rest of a stretch the chunk before already
+reported.  Punctuation glued to a word stays with it ("Hello,", '"Quoted"').  A word
+with no text of its own (the rest of a word cut between two chunks, or a G2P that
+merged words) extends the word before it in its chunk.
 """
 
 from __future__ import annotations
