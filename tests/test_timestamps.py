@@ -8,6 +8,7 @@ import io
 import json
 import re
 import wave
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 from kokoro_ext.run.say import main as say_main
 from kokoro_ext.run.synthesizer import SAMPLE_RATE, SILENT_SYMBOLS, Synthesizer, join
 from kokoro_ext.run.timestamps import (
-    Cue, OriginalWords, TimedWord, captions, chunk_words, originals_of, srt, vtt,
+    Cue, OriginalWords, TimedWord, captions, chunk_words, srt, vtt,
 )  # fmt: skip
 from kokoro_ext.serve import ServerOptions, create_app
 from kokoro_ext.text.chunking import Word
@@ -26,6 +27,7 @@ from small_build import limit
 
 TEXT = "Hello there. How are you today, my old friend? I have 3 cats; fine.\n\nA new paragraph."
 FRAME = 600 / SAMPLE_RATE
+CONFIG = Path(__file__).parents[1] / "kokoro_ext" / "configs" / "kokoro-82m.json"
 
 
 @pytest.fixture(scope="module")
@@ -107,20 +109,32 @@ def test_speed_2_halves_the_times(synth):
         assert (b.words[-1].end - b0) < (a.words[-1].end - a0)
 
 
+def _spoken(text: str, markdown: bool = True) -> list[Word]:
+    """The Words the front end makes of ``text`` (their text carries its spans)."""
+    front = FrontEnd("a")
+    return [w for part in front.sentences(text, markdown) for w in front.words(part)]
+
+
+def _reported(words: list[Word], original: str) -> list[TimedWord]:
+    vocab = json.loads(CONFIG.read_text())["vocab"]
+    tokens = sum(1 for w in words for p in w.phonemes if p in vocab)
+    durations = np.ones(tokens + 2, dtype=np.int64)
+    return chunk_words(words, durations, vocab, SILENT_SYMBOLS, 0.0, 1.0, OriginalWords(original),
+                       lead_frames=0)
+
+
 def test_original_words_for_normalized_text():
     original = "Pay $3.50 to Dr. Smith now"
-    carrier = "Pay three dollars and fifty cents to Doctor Smith now"
-    names = OriginalWords(original, carrier)
-    vocab = {s: i for i, s in enumerate("abcdefghijklmnopqrstuvwxyz ", 1)}
-    texts = carrier.split()
-    words = [Word(t + " ", "a ") for t in texts]
-    durations = np.ones(2 * len(words) - 1 + 2, dtype=np.int64)
-    got = chunk_words(words, durations, vocab, SILENT_SYMBOLS, 0.0, 1.0, names, lead_frames=0)
+    got = _reported(_spoken(original), original)
     assert [w.text for w in got] == ["Pay", "$3.50", "to", "Dr.", "Smith", "now"]
-    assert got[1].start == 3 and got[1].end == 12  # "three" to "cents"
-    # markup: the normalized words
-    plain = chunk_words(words, durations, vocab, SILENT_SYMBOLS, 0.0, 1.0, OriginalWords(original, None))
-    assert [w.text for w in plain] == texts
+    spoken = _spoken(original)
+    assert [w.text.strip() for w in spoken][1:6] == ["three", "dollars", "and", "fifty", "cents"]
+    # "three" to "cents": the frames of the five words
+    sounding = [sum(1 for p in w.phonemes if p not in SILENT_SYMBOLS) for w in spoken]
+    assert got[1].end - got[1].start > sum(sounding[1:6]) - 1
+    # words without spans (not from the front end): their own text
+    plain = [Word(str(w.text).strip() + " ", w.phonemes) for w in spoken]
+    assert [w.text for w in _reported(plain, original)] == [w.text.strip() for w in plain]
 
 
 # text as chat models and terminals write it: Markdown, a colour escape, a link
@@ -129,12 +143,15 @@ UNLINKED = "**Bold** move, \x1b[31mred\x1b[0m text."
 
 
 def test_original_words_are_the_text_as_read():
-    front = FrontEnd("a")
-    read = originals_of(MARKED, front)
-    assert read.original == read.carrier == "Bold move, red text and the docs."
-    assert originals_of(UNLINKED, front, markdown=False).original == "**Bold** move, red text."
-    # as written, the link is misaki's inline markup: the normalized words are reported
-    assert originals_of(MARKED, front, markdown=False).carrier is None
+    assert [w.text for w in _reported(_spoken(MARKED), MARKED)] == [
+        "Bold", "move,", "red", "text", "and", "the", "docs."]  # fmt: skip
+    assert [w.text for w in _reported(_spoken(UNLINKED, False), UNLINKED)] == [
+        "**Bold**", "move,", "red", "text."]  # fmt: skip
+    # a control character between two words: two words; SSML: the written text
+    assert [w.text for w in _reported(_spoken("Hello\0world."), "Hello\0world.")] == [
+        "Hello", "world."]  # fmt: skip
+    ssml = '<speak>The <sub alias="World Health Organization">WHO</sub> &amp; I.</speak>'
+    assert [w.text for w in _reported(_spoken(ssml), ssml)] == ["The", "WHO", "&", "I."]
 
 
 def _timed(synth, text: str, markdown: bool = True) -> list[TimedWord]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,19 +16,14 @@ from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.run.runner import NamedStage, StageRunner, load_library
-from kokoro_ext.run.timestamps import TimedWord, chunk_words, originals_of
+from kokoro_ext.run.timestamps import OriginalWords, TimedWord, chunk_words
 from kokoro_ext.run.voices import NamedVoice, check_voice_pack, load_voice_array, voice_language
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import load_weights
 from kokoro_ext.text import Piece, phonemes_to_ids
-from kokoro_ext.text.chunking import (
-    Break,
-    first_clause,
-    pack_evenly,
-    pause_after,
-    split_in_two,
-)
+from kokoro_ext.text.chunking import Break, pause_after, split_in_two
 from kokoro_ext.text.frontend import FrontEnd, resolve_language
+from kokoro_ext.text.pipeline import Chunking, Progress, TextPipeline
 
 # OpenAI's range.  Durations are divided by the speed and rounded, at least a frame per
 # token (pipeline.synthesize_ids): at 4 short tokens stay one frame, so speech gains less
@@ -145,7 +139,7 @@ class Synthesizer:
         self.voice = load_voice_array(self.directory / artifacts.VOICE)
         self.limits = self.manifest.limits
         self._runners: dict[str, NamedStage] = {}
-        self._front_ends: dict[str, FrontEnd] = {}
+        self._pipelines: dict[str, TextPipeline] = {}
         self._lock = threading.Lock()
         # a lock per stage: the first chunk's text stage need not wait for the decoder's load
         self._load_locks = {name: threading.Lock() for name in self.manifest.stages}
@@ -177,10 +171,16 @@ class Synthesizer:
         for name in sorted(self.manifest.stages, key=list(contract.STAGES).index):
             self._stage(name)
 
-    def _g2p(self, voice: Voice = None) -> FrontEnd:
+    def _pipeline(self, voice: Voice = None) -> TextPipeline:
         # a blend's or NamedVoice's language is that of its voices' names
         code = resolve_language(self.lang or voice_language(voice), voice).code
-        return self._front_ends.setdefault(code, FrontEnd(code))  # kokoro_ext.text.frontend
+        if code not in self._pipelines:
+            self._pipelines.setdefault(code, TextPipeline(code))  # kokoro_ext.text.pipeline
+        return self._pipelines[code]
+
+    def _g2p(self, voice: Voice = None) -> FrontEnd:
+        """The front end (its language and G2P) of ``voice``'s language."""
+        return self._pipeline(voice).front
 
     def phonemize(self, text: str, voice: Voice = None, markdown: bool = True) -> str:
         """Text (markup, numbers, ...: kokoro_ext.text.frontend) -> Kokoro phonemes."""
@@ -235,9 +235,11 @@ class Synthesizer:
         check_speed(speed)
         limit = self._chunk_limits(chunk_limit)
         voice_pack = self._voice_pack(voice)
-        front = self._g2p(voice)
-        sentences = front.sentences(text, markdown)
-        return self._chunks(front, sentences, text, voice_pack, speed, seed, limit, markdown)
+        pipeline = self._pipeline(voice)
+        progress = Progress()
+        # markup is parsed and the text cleaned now; the G2P and chunks come lazily
+        chunks = pipeline.run(text, markdown, chunking=Chunking(limit, self.chunk_limit, progress))
+        return self._chunks(pipeline, chunks.chunks, progress, text, voice_pack, speed, seed)
 
     def _chunk_limits(self, chunk_limit: ChunkLimit) -> Callable[[int], int]:
         """``chunk_limit`` as a function of the chunk index, within [1, self.chunk_limit]."""
@@ -250,34 +252,23 @@ class Synthesizer:
         return lambda index: min(chunk_limit, self.chunk_limit)
 
     def _chunks(
-        self, front, sentences, text, voice, speed: float, seed: int, limit: Callable[[int], int],
-        markdown: bool,
+        self, pipeline: TextPipeline, chunks, progress: Progress, text: str, voice,
+        speed: float, seed: int,
     ) -> Iterator[Chunk]:
         index = 0
         previous: Break | float | None = None
         elapsed = 0  # samples of joined audio before the next chunk's pause
-        originals = originals_of(text, front, markdown)  # words as read, as `sentences` were cut
-        for sentence in sentences:
-            with self._text_lock:
-                words = front.words(sentence)
-            packed: deque[Piece] = deque()  # the sentence's chunks to come, cut for `size`
-            size: int | None = None
-            halves: list[Piece] = []  # a chunk too long for the frame limit, halved
-            while halves or packed or size is None:
-                if halves:
-                    piece = halves.pop()
-                else:
-                    wanted = limit(index)
-                    # pack (again, if the limit changed) what is left of the sentence, but
-                    # never inside a word that was cut between two phonemes
-                    if size is None or (wanted != size and previous != "phoneme"):
-                        rest = words if size is None else [w for p in packed for w in p.words]
-                        packed = deque(self._pack(rest, wanted, sentence.end, index == 0))
-                        size = wanted
-                        if not packed:
-                            break
-                    piece = packed.popleft()
+        originals = OriginalWords(text)  # the text the words' spans point into
+        while True:
+            with self._text_lock:  # the G2P of the next sentence, if the chunk needs it
+                cut = next(chunks, None)
+            if cut is None:
+                break
+            halves: list[Piece] = [cut.piece]  # a chunk too long for the frame limit, halved
+            while halves:
+                piece = halves.pop()
                 if not self._speakable(piece):
+                    originals.unsaid(piece.words)
                     continue
                 try:
                     trace = self._run(piece.phonemes, voice, speed, seed + index)
@@ -310,21 +301,14 @@ class Synthesizer:
                 )
                 index += 1
                 previous = piece.end
+                # the chunk limit of the next chunk may depend on these (Chunking)
+                progress.said, progress.last_end = index, previous
         if index == 0:
+            language = pipeline.front.language.name.split()[-1]
             raise NothingToSay(
-                f"nothing to say in {front.language.name.split()[-1]} in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
+                f"nothing to say in {language} in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
                 "it has no words, only punctuation or symbols without a pronunciation"
             )
-
-    def _pack(self, words: list, limit: int, end: Break | float, first: bool) -> list[Piece]:
-        """A sentence's words in chunks of ``limit`` phonemes (pack_evenly).  The stream's
-        first chunk, where its limit is below the build's (cut short for time to first
-        audio), ends at the sentence's first clause punctuation if that fits."""
-        cut = first_clause(words, limit) if first and limit < self.chunk_limit else 0
-        if not cut:
-            return pack_evenly(words, limit, end)
-        first_piece = Piece(tuple(words[:cut]), words[cut - 1].end)
-        return [first_piece, *pack_evenly(words[cut:], limit, end)]
 
     def _speakable(self, piece: Piece) -> bool:
         return any(p in self.vocab and p not in SILENT_SYMBOLS for p in piece.phonemes)

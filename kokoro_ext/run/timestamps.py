@@ -14,31 +14,34 @@ every time is ``LEAD_FRAMES`` earlier, never before the chunk's start.
 Times are seconds from the start of the stream's joined audio (``synthesizer.join``):
 each chunk starts after the earlier chunks' audio and pauses and its own pause.
 
-Which text a word reports (``OriginalWords``): the front end normalizes before the G2P
-("3" is read "three", "$3.50" "three dollars and fifty cents"), and the Words carry the
-normalized text.  For text without SSML or inline markup (``[word](/phonemes/)``, and
-links when Markdown is not read) the normalized words are aligned to the
-whitespace-separated words of the text as read (case and punctuation ignored):
-terminal escape sequences removed and, unless ``markdown=False``, Markdown resolved
-(``**Bold**`` reports "Bold", ``[the docs](url)`` "the" and "docs", a heading or list
-item with the period that ends its sentence).  A word that normalization kept reports
-its original spelling; the words that one rewritten stretch became are one entry that
-reports the original stretch ("$3.50", from the start of "three" to the end of
-"cents"); a word normalization added, and every word of marked-up text, reports its
-normalized form.  Punctuation glued to a word stays with it ("Hello,").  A word with no
-text of its own (the rest of a word cut between two chunks, or a G2P that merged words)
-extends the word before it in its chunk.
+Which text a word reports: the stretch of the original text it came from.  Every
+character the front end passes on knows its span in the original text
+(kokoro_ext.text.spans), through markup, cleaning and normalization, so a word reports
+the original text under its characters: "**Bold**" reports "Bold", a colour escape is
+not part of any word, "3" read "three" reports "3", and the words one rewritten stretch
+became ("three dollars and fifty cents" for "$3.50") are one entry that reports the
+stretch, from the start of "three" to the end of "cents", as are the words of text
+written without a space between them ("drwxr-xr-x", "8+7").  SSML reports what is
+written: the content of ``<sub>`` and ``<say-as>``, an entity as its character.
+Characters the front end added (the period that ends a Markdown heading as a sentence)
+are reported as they are; a word with no span at all (text the G2P spelled otherwise)
+reports its normalized text, as does the rest of a stretch the chunk before already
+reported.  Punctuation glued to a word stays with it ("Hello,", '"Quoted"').  A word
+with no text of its own (the rest of a word cut between two chunks, or a G2P that
+merged words) extends the word before it in its chunk.
 """
 
 from __future__ import annotations
 
-import bisect
-import difflib
+import html
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from kokoro_ext.text.markup import is_ssml
+from kokoro_ext.text.spans import Spanned, join, original
 
 #: Caption cues: at most this many words, or this many seconds, and none across a sentence end.
 CUE_WORDS = 7
@@ -66,65 +69,31 @@ class Cue:
     end: float
 
 
-def _key(word: str) -> str:
-    # case and punctuation do not tell words apart ("Hello," is "hello")
-    key = "".join(c for c in word.casefold() if c.isalnum())
-    return key or word
-
-
 class OriginalWords:
-    """Maps the normalized text the Words carry back to the original text's words.
+    """The original text the Words' spans point into, for the chunks of one stream in
+    order: a stretch split over two chunks is reported by the first."""
 
-    ``carrier`` is the whole text as normalized (FrontEnd's carrier), or None when there
-    is nothing to map back to (markup): then every word reports its normalized text.
-    Chunks must be given in order (``names``).
-    """
+    def __init__(self, original: str):
+        self.original = original
+        self.ssml = is_ssml(original)
+        self.last: tuple[int, int] | None = None  # the stretch the last entry reported
+        self.glued: list[str] = []  # soundless text before the next word (an opening quote)
 
-    def __init__(self, original: str, carrier: str | None):
-        self.original, self.carrier = original, carrier
-        self.cursor = 0  # where the next Word's text is looked for in the carrier
-        self.last_group: int | None = None  # the original stretch the last entry reported
-        if carrier is None:
-            return
-        spans = [m.span() for m in re.finditer(r"\S+", original)]
-        self.tokens = [m.span() for m in re.finditer(r"\S+", carrier)]
-        self.starts = [s for s, _ in self.tokens]
-        matcher = difflib.SequenceMatcher(
-            None, [_key(original[s:e]) for s, e in spans],
-            [_key(carrier[s:e]) for s, e in self.tokens], autojunk=False,
-        )
-        # group of each carrier token: the original span it reports, by index
-        self.group: list[int | None] = [None] * len(self.tokens)
-        self.spans: list[tuple[int, int]] = []
-        for op, i1, i2, j1, j2 in matcher.get_opcodes():
-            if op == "equal":
-                for i, j in zip(range(i1, i2), range(j1, j2)):
-                    self.group[j] = len(self.spans)
-                    self.spans.append(spans[i])
-            elif op == "replace":
-                for j in range(j1, j2):
-                    self.group[j] = len(self.spans)
-                self.spans.append((spans[i1][0], spans[i2 - 1][1]))
+    def unsaid(self, words: Sequence) -> None:
+        """The words of a chunk not synthesized (only punctuation): their text may be
+        glued to the next word ("**" before "Bold")."""
+        self.glued += [
+            w.text.strip() for w in words if isinstance(w.text, Spanned) and w.text.strip()
+        ]
 
-    def groups(self, text: str) -> tuple[int, ...] | None:
-        """The original stretches a Word's normalized ``text`` covers (None: unknown)."""
-        if self.carrier is None or not text.strip():
-            return None
-        text = text.strip()
-        # the Word's text is the carrier's, but the G2P may drop symbols: look a little ahead
-        at = self.carrier.find(text, self.cursor, self.cursor + len(text) + 200)
-        if at < 0:
-            return None
-        self.cursor = at + len(text)
-        first = bisect.bisect_right(self.starts, at) - 1
-        last = bisect.bisect_left(self.starts, at + len(text)) - 1
-        found = [self.group[j] for j in range(max(first, 0), last + 1)]
-        if None in found or not found:
-            return None
-        return tuple(dict.fromkeys(found))
 
-    def text_of(self, groups: tuple[int, ...]) -> str:
-        return self.original[self.spans[groups[0]][0] : self.spans[groups[-1]][1]]
+def _overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
+    return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
+
+
+def _touch(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
+    # overlapping, or written without a character between them
+    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
 
 
 def chunk_words(
@@ -145,7 +114,8 @@ def chunk_words(
     # frame edges of the tokens, shifted by the lead (within the leading boundary token)
     edges = np.concatenate([[0], np.cumsum(durations)]) - min(lead_frames, int(durations[0]))
     position, token = 0, 1  # token 0 is kokoro's leading boundary
-    entries: list[list] = []  # [text, start frame, end frame, groups]
+    entries: list[list] = []  # [text, start frame, end frame, texts said, span]
+    glued: list[str] = originals.glued if originals is not None else []
     for word in words:
         first = last = None
         for symbol in word.phonemes:
@@ -156,33 +126,45 @@ def chunk_words(
                     last = token
                 token += 1
             position += 1
-        if first is None:
-            continue  # only punctuation: no sound of its own
-        start, end = int(edges[first]), int(edges[last + 1])
         text = word.text.strip()
+        span = text.span() if isinstance(text, Spanned) and originals is not None else None
+        if first is None:  # only punctuation: no sound of its own
+            if span is not None and entries and _touch(entries[-1][4], span):
+                entries[-1][3].append(text)  # glued to the word before it ("letter," '"')
+                entries[-1][4] = (min(entries[-1][4][0], span[0]), max(entries[-1][4][1], span[1]))
+            elif span is not None and text:
+                glued.append(text)  # perhaps to the word after it ('"', "Hello")
+            continue
+        start, end = int(edges[first]), int(edges[last + 1])
         if not text:
             if entries:
                 entries[-1][2] = end
+            glued.clear()
             continue
-        groups = originals.groups(word.text) if originals is not None else None
-        if groups is not None and entries and entries[-1][3] and set(groups) & set(entries[-1][3]):
-            # the words one rewritten stretch became ("three dollars ..."): one entry
-            entries[-1][2] = end
-            entries[-1][3] = tuple(dict.fromkeys(entries[-1][3] + groups))
+        if span is not None and glued and _touch(glued[-1].span(), span):
+            text = join([*glued, text])
+            span = text.span()
+        glued.clear()
+        if span is not None and entries and _touch(entries[-1][4], span):
+            # the words one written word or rewritten stretch became ("three dollars"
+            # for "$3", "drwxr-" "xr-" "x"): one entry
+            previous = entries[-1]
+            previous[2] = end
+            previous[3].append(text)
+            previous[4] = (min(previous[4][0], span[0]), max(previous[4][1], span[1]))
             continue
-        entries.append([text, start, end, groups])
+        entries.append([text, start, end, [text], span])
     if token + 1 != len(durations):
         raise ValueError(f"{token + 1} tokens in the words, {len(durations)} durations")
     out = []
-    for text, start, end, groups in entries:
-        if groups is not None and originals is not None:
-            if groups[0] == originals.last_group:  # reported by the chunk before
-                groups = None
-            else:
-                text = originals.text_of(groups)
-                originals.last_group = groups[-1]
+    for text, start, end, said, span in entries:
+        if span is not None and not _overlap(span, originals.last):  # else the chunk before's
+            text = (original(join(said), originals.original) or text).strip()
+            if originals.ssml:  # what an entity stands for ("&lt;" is "<")
+                text = html.unescape(text)
+            originals.last = span
         # rounded to the microsecond: the frames' times without float noise
-        out.append(TimedWord(text, round(offset + start * seconds_per_frame, 6),
+        out.append(TimedWord(str(text), round(offset + start * seconds_per_frame, 6),
                              round(offset + end * seconds_per_frame, 6)))
     return tuple(out)
 
@@ -263,23 +245,3 @@ def as_json(words: Iterable[TimedWord], duration: float | None = None) -> dict:
     if duration is not None:
         out["duration"] = round(duration, 3)
     return out
-
-
-def originals_of(text: str, front, markdown: bool = True) -> OriginalWords:
-    """``OriginalWords`` for ``text`` as ``front`` (a FrontEnd) reads it (``markdown`` as
-    ``FrontEnd.sentences`` takes it): mapped back to the words of the text as read, for
-    text whose markup is only Markdown and terminal escapes; the normalized words for
-    other markup."""
-    from kokoro_ext.text import markup
-
-    try:
-        segments = markup.parse(text, markdown)
-    except ValueError:
-        segments = None
-    if not segments or not all(isinstance(s, markup.Text) for s in segments):
-        return OriginalWords(text, None)
-    # the words are those of the parsed text, not the raw input: Markdown markers, link
-    # targets and escape sequences are unsaid, so a caption must not show them.  The
-    # carrier is normalized again: cheap next to the G2P, and the front end stays
-    # unaware of timestamps
-    return OriginalWords("".join(s.text for s in segments), front.carrier(segments))

@@ -1,8 +1,10 @@
 """Text to Kokoro phonemes, offline, in chunks one call of the compiled stages takes.
 
-``FrontEnd(lang)`` (frontend.py) is the whole text side: markup (markup.py, Markdown in
-markdown.py), normalization (normalize.py), sentences and chunks (chunking.py) and the
-G2P of the nine Kokoro languages (languages.py; English: g2p.py with tokenizer.py).
+pipeline.py lists the passes in order (``TextPipeline(lang).run(text)`` -> chunks):
+markup (markup.py, Markdown in markdown.py), cleaning (clean.py), normalization
+(normalize.py), sentences and chunks (chunking.py) and the G2P of the nine Kokoro
+languages (frontend.py, languages.py; English: g2p.py with tokenizer.py), on text that
+keeps each character's span in the original (spans.py).
 (``normalize`` is the module kokoro_ext.text.normalize, not re-exported: its function
 of the same name would shadow it.)
 """

@@ -24,12 +24,13 @@ Every chunk records how it ends (a ``Break``); the chunk after it starts with th
 from __future__ import annotations
 
 import re
-import unicodedata
-import warnings
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from kokoro_ext.text.clean import drop_other_scripts, is_latin_or_common  # noqa: F401
+from kokoro_ext.text.spans import group
 
 #: How a chunk ends, from the strongest break to the weakest.
 Break = Literal["paragraph", "sentence", "clause", "word", "phoneme"]
@@ -127,13 +128,14 @@ def split_sentences(text: str) -> Iterator[Sentence]:
     position = 0
     while position < len(text):
         match = _SENTENCE.match(text, position)
+        start = position
         if match is None or match.end() == position:  # no end mark left: the rest
             body, gap, position = text[position:], "", len(text)
         else:
-            body, gap, position = match["body"], match["gap"], match.end()
+            body, gap, position = group(match, "body"), match["gap"], match.end()
         joined = body.endswith(".") and _is_abbreviation(body) and "\n" not in gap
         if joined and position < len(text):
-            pending += body + gap
+            pending += text[start:position]  # the body and the gap after it
             continue
         sentence = (pending + body).strip()
         pending = ""
@@ -167,7 +169,7 @@ def _is_abbreviation(body: str) -> bool:
 def _sentence_end(sentence: str, gap: str) -> Break:
     if gap.count("\n") >= 2:
         return "paragraph"
-    mark = sentence.rstrip(")\"'”’]")[-1:]
+    mark = str.rstrip(sentence, ")\"'”’]")[-1:]
     return "clause" if mark in _CLAUSE_SPLIT else "sentence"
 
 
@@ -316,31 +318,3 @@ def split_in_two(piece: Piece) -> tuple[Piece, Piece] | None:
     total = size(words)
     cut = min(range(1, len(words)), key=lambda c: abs(2 * size(words[:c]) - total))
     return Piece(words[:cut], words[cut - 1].end), Piece(words[cut:], piece.end)
-
-
-def is_latin_or_common(char: str) -> bool:
-    """False for letters and marks of scripts other than Latin (Cyrillic, CJK, Greek, ...)."""
-    if not unicodedata.category(char).startswith(("L", "M")):
-        return True
-    name = unicodedata.name(char, "")
-    return name.startswith(("LATIN", "COMBINING", "MODIFIER LETTER"))
-
-
-def drop_other_scripts(text: str) -> str:
-    """``text`` without letters of other scripts, with a warning naming them.
-
-    The English G2P spells such letters out by their English names (Cyrillic "мир" as
-    "em i er") or says "Chinese letter" for each ideograph, which is not speech in any
-    language; they are dropped (and the words around them kept) instead.
-    """
-    foreign = {c for c in text if not is_latin_or_common(c)}
-    if not foreign:
-        return text
-    shown = "".join(sorted(foreign))
-    warnings.warn(
-        f"dropping {len(shown)} characters that are not English (Latin) script: "
-        f"{shown[:40]!r}{' ...' if len(shown) > 40 else ''}",
-        stacklevel=3,
-    )
-    kept = "".join(c if c not in foreign else " " for c in text)
-    return re.sub(r"[ \t]{2,}", " ", kept)

@@ -1,48 +1,36 @@
-"""Text of one language -> sentences -> Words with Kokoro phonemes: the whole text side.
+"""The language-specific steps of the text side and ``FrontEnd``, which holds a language's G2P.
 
-``FrontEnd(lang)`` ties the pieces together, in this order:
+The passes are listed, in order, in kokoro_ext.text.pipeline; this module has those that
+need the language's G2P or its sentence structure:
 
-1. markup (kokoro_ext.text.markup): terminal escapes removed; SSML when the text
-   starts with ``<speak``, else Markdown (kokoro_ext.text.markdown) unless
-   ``markdown=False``; inline ``[word](/phonemes/)`` everywhere;
-2. normalization of each text segment (kokoro_ext.text.normalize);
-3. sentence splitting (kokoro_ext.text.chunking.split_sentences), lazily; a ``<break>``
-   ends the sentence before it with its own pause;
-4. G2P of one sentence at a time (``words``), as kokoro's ``KPipeline`` does it: misaki
-   for English (offline, kokoro_ext.text.g2p), Japanese (misaki's cutlet reader on
-   fugashi with unidic-lite) and Mandarin (misaki's ZHG2P), and espeak-ng through
-   misaki's EspeakG2P for Spanish, French, Hindi, Italian and Brazilian Portuguese.
-
-Phoneme segments travel through steps 2 and 3 as private-use placeholder characters,
-so that neither normalization nor sentence splitting can touch them.
+* ``say_as``: SSML ``<say-as>`` read as words (English dates spelled out);
+* ``carrier`` and ``parts``: the segments as one text, markup as private-use placeholder
+  characters that neither normalization nor sentence splitting can touch, cut into
+  sentences (kokoro_ext.text.chunking.split_sentences), lazily; a ``<break>`` ends the
+  sentence before it with its own pause;
+* ``FrontEnd.words``: the G2P of one sentence, as kokoro's ``KPipeline`` does it: misaki
+  for English (offline, kokoro_ext.text.g2p), Japanese (misaki's cutlet reader on
+  fugashi with unidic-lite) and Mandarin (misaki's ZHG2P), and espeak-ng through
+  misaki's EspeakG2P for Spanish, French, Hindi, Italian and Brazilian Portuguese.  The
+  Words keep the spans of the text they say (kokoro_ext.text.spans).
 """
 
 from __future__ import annotations
 
 import re
 import threading
-import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from kokoro_ext.text import markup, normalize as norm
-from kokoro_ext.text.chunking import (
-    Break,
-    Word,
-    drop_other_scripts,
-    split_sentences,
-    words_of_phonemes,
-)
+from kokoro_ext.text import normalize as norm
+from kokoro_ext.text.chunking import Break, Word, split_sentences, words_of_phonemes
+from kokoro_ext.text.clean import PLACEHOLDER_RANGE
 from kokoro_ext.text.languages import Language, language, language_of_voice
 from kokoro_ext.text.markup import Inline, Pause, Phonemes, SayAs, Segment, Text
+from kokoro_ext.text.spans import Spanned, join, standing_for, sub
 
-_FIRST = norm.PLACEHOLDER_RANGE[0]
-# Languages written in Latin letters: letters of other scripts are dropped (with a
-# warning) rather than spelled out by the G2P in a language they are not.
-_LATIN = set("abefip")
-# CJK sentence ends: split_sentences knows only Latin punctuation followed by a space.
-_CJK_SENTENCE_END = re.compile(r"([。！？!?])(?!\n)")
+_FIRST = PLACEHOLDER_RANGE[0]
 
 
 @dataclass(frozen=True)
@@ -58,7 +46,7 @@ class Part:
     @property
     def text(self) -> str:
         """What the sentence says, markup resolved (for display)."""
-        return re.sub(r"\s{2,}", " ", "".join(s.text for s in self.segments)).strip()
+        return sub(r"\s{2,}", " ", join(s.text for s in self.segments)).strip()
 
 
 def resolve_language(lang: str | None, voice: object = None) -> Language:
@@ -88,86 +76,33 @@ class FrontEnd:
         """``text`` as Parts, in order.  Markup is parsed and the text normalized now
         (a ValueError for malformed markup is raised here); sentences come lazily.
         ``markdown=False`` reads text that is not SSML as written, not as Markdown."""
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        segments = markup.parse(text, markdown)
-        carrier, table = self._carrier(segments)
-        return self._parts(carrier, table)
+        from kokoro_ext.text import pipeline
+
+        return pipeline.sentences(self, text, markdown).parts
 
     def carrier(self, segments: list[Segment]) -> str:
         """The text ``sentences`` cuts into sentences, of ``segments`` (markup.parse's):
-        their text normalized, other markup as private-use placeholder characters.  The
-        Words' text is taken from it, so callers can map Words back to the segments."""
-        return self._carrier(segments)[0]
+        their text normalized, other markup as private-use placeholder characters."""
+        from kokoro_ext.text import pipeline
 
-    def _carrier(self, segments: list[Segment]) -> tuple[str, dict[str, Segment]]:
-        out: list[str] = []
-        table: dict[str, Segment] = {}
-        for segment in segments:
-            if isinstance(segment, SayAs):
-                segment = Text(self._say_as(segment))
-            if isinstance(segment, Text):
-                out.append(self._normalize(segment.text))
-                continue
-            mark = chr(_FIRST + len(table))
-            if mark > chr(norm.PLACEHOLDER_RANGE[1]):
-                raise ValueError("too much markup in one text (over 65,000 elements)")
-            table[mark] = segment
-            # a pause ends its sentence: a line break after it makes the split there
-            out.append(mark + "\n" if isinstance(segment, Pause) else mark)
-        carrier = "".join(out)
-        if self.code in "ab":  # say-as pads its reading with spaces: none before a period
-            carrier = re.sub(r"(?<=\w) +(?=[.,;:!?])", "", carrier)
-        return carrier, table
-
-    def _normalize(self, text: str) -> str:
-        code = self.code
-        if code in "jz":
-            # misaki's ja and zh readers map full-width punctuation themselves: no NFKC
-            text = norm.drop_symbols(norm.unconfuse(_strip_invisible(text)), code)
-            return _CJK_SENTENCE_END.sub("\\1\n", text)
-        text = norm.normalize(text, code)
-        if code == "h":  # the danda ends a Hindi sentence
-            text = re.sub(r"([।॥])(?!\n)", "\\1\n", text)
-        return drop_other_scripts(text) if code in _LATIN else text
-
-    def _say_as(self, segment: SayAs) -> str:
-        content = segment.text.strip()
-        if segment.interpret_as in ("characters", "spell-out"):
-            return " " + " ".join(c.upper() for c in content if c.isalnum()) + " "
-        if segment.interpret_as == "digits":
-            return " " + " ".join(c for c in content if c.isdigit()) + " "
-        return " " + spoken_date(content, segment.format, self.code) + " "
-
-    def _parts(self, carrier: str, table: dict[str, Segment]) -> Iterator[Part]:
-        pending: Part | None = None
-        for sentence in split_sentences(carrier):
-            pieces = _split(sentence.text, table)
-            pauses = [p.seconds for p in pieces if isinstance(p, Pause)]
-            spoken = tuple(p for p in pieces if not isinstance(p, Pause))
-            if any(s.text.strip() or isinstance(s, Phonemes) for s in spoken):
-                if pending is not None:
-                    yield pending
-                pending = Part(spoken, sentence.end)
-            if pauses and pending is not None:
-                # the break replaces the pause the sentence before it would have had
-                pending = replace(pending, end=sum(pauses))
-        if pending is not None:
-            yield pending
+        return carrier(pipeline.cleaned(self.code, segments).segments, self.code)[0]
 
     def words(self, part: Part | str) -> list[Word]:
-        """One sentence's Words with their phonemes (a str is one plain sentence)."""
+        """One sentence's Words with their phonemes (a str is one plain sentence).  A
+        Word's text keeps the spans of the sentence's text it says, where it has them."""
         if isinstance(part, str):
             part = Part((Text(part),))
         with self._lock:
             if self.language.g2p == "misaki-en":
-                return self._english_g2p().words(_misaki_text(part.segments))
+                said = _misaki_text(part.segments)
+                # the G2P reads a plain str (slicing a Spanned keeps spans: slower)
+                return _located(self._english_g2p().words(str(said)), said)
             pieces = []
             for segment in part.segments:
                 if isinstance(segment, Phonemes):
                     pieces.append(segment.phonemes)
                 elif segment.text.strip():
-                    pieces.append(self._other_g2p()(segment.text))
+                    pieces.append(self._other_g2p()(str(segment.text)))
             found = words_of_phonemes(" ".join(p.strip() for p in pieces if p.strip()))
             return _with_text(found, part.text)
 
@@ -194,51 +129,120 @@ class FrontEnd:
 def _with_text(words: list[Word], text: str) -> list[Word]:
     """Phoneme Words given the text they say: word by word where the counts agree (the
     G2P kept the word boundaries), else the whole text on the first Word."""
-    spelled = re.findall(r"\S+\s*", text)
+    spelled = [text[m.start() : m.end()] for m in re.finditer(r"\S+\s*", text)]
     if len(spelled) == len(words):
         return [Word(t, w.phonemes) for t, w in zip(spelled, words)]
     return [Word(text + " " if i == 0 else "", w.phonemes) for i, w in enumerate(words)]
 
 
-def _strip_invisible(text: str) -> str:
-    # format (zero-width, bidi) and control characters, but not line breaks and tabs
-    return "".join(
-        c for c in text if unicodedata.category(c)[0] != "C" or c in "\n\t" or
-        unicodedata.category(c) == "Co"
-    )
+def _located(words: list[Word], said: str) -> list[Word]:
+    """Words whose text is found in ``said`` (the G2P's input), in order, with the spans
+    of where it was found; a Word the G2P spelled otherwise keeps its text as is."""
+    if not isinstance(said, Spanned):
+        return words
+    out = []
+    cursor = 0
+    find = said.find
+    for word in words:
+        whole = word.text
+        # as the input spells it, whitespace after it included (most words)
+        at = find(whole, cursor, cursor + len(whole) + 200) if whole else -1
+        if at >= 0:
+            cursor = at + len(whole.rstrip())
+            out.append(Word(said[at : at + len(whole)], word.phonemes))
+            continue
+        text = whole.strip()
+        # the G2P may drop symbols: look a little ahead, never back
+        at = find(text, cursor, cursor + len(text) + 200) if text else -1
+        if at < 0:
+            out.append(word)
+            continue
+        cursor = at + len(text)
+        lead = len(whole) - len(whole.lstrip())
+        out.append(Word(whole[:lead] + said[at:cursor] + whole[lead + len(text) :], word.phonemes))
+    return out
+
+
+def say_as(segment: SayAs, code: str) -> str:
+    """A ``<say-as>`` as the words to say, spanning its content."""
+    content = segment.text.strip()
+    if segment.interpret_as in ("characters", "spell-out"):
+        said = " " + " ".join(c.upper() for c in content if c.isalnum()) + " "
+    elif segment.interpret_as == "digits":
+        said = " " + " ".join(c for c in content if c.isdigit()) + " "
+    else:
+        said = " " + spoken_date(content, segment.format, code) + " "
+    return standing_for(said, content)
+
+
+def carrier(segments: Iterable[Segment], code: str) -> tuple[str, dict[str, Segment]]:
+    """The text sentences are cut from: the segments' text, other markup as private-use
+    placeholder characters (``table`` maps them back)."""
+    out: list[str] = []
+    table: dict[str, Segment] = {}
+    for segment in segments:
+        if isinstance(segment, Text):
+            out.append(segment.text)
+            continue
+        mark = chr(_FIRST + len(table))
+        if mark > chr(PLACEHOLDER_RANGE[1]):
+            raise ValueError("too much markup in one text (over 65,000 elements)")
+        table[mark] = segment
+        # a pause ends its sentence: a line break after it makes the split there
+        out.append(mark + "\n" if isinstance(segment, Pause) else mark)
+    text = join(out)
+    if code in "ab":  # say-as pads its reading with spaces: none before a period
+        text = sub(r"(?<=\w) +(?=[.,;:!?])", "", text)
+    return text, table
+
+
+def parts(text: str, table: dict[str, Segment]) -> Iterator[Part]:
+    """The carrier ``text`` cut into Parts (sentences), lazily."""
+    pending: Part | None = None
+    for sentence in split_sentences(text):
+        pieces = _split(sentence.text, table)
+        pauses = [p.seconds for p in pieces if isinstance(p, Pause)]
+        spoken = tuple(p for p in pieces if not isinstance(p, Pause))
+        if any(s.text.strip() or isinstance(s, Phonemes) for s in spoken):
+            if pending is not None:
+                yield pending
+            pending = Part(spoken, sentence.end)
+        if pauses and pending is not None:
+            # the break replaces the pause the sentence before it would have had
+            pending = replace(pending, end=sum(pauses))
+    if pending is not None:
+        yield pending
 
 
 def _split(text: str, table: dict[str, Segment]) -> list[Segment]:
     out: list[Segment] = []
-    plain = ""
-    for char in text:
+    start = 0
+    for i, char in enumerate(text):
         if char in table:
-            if plain:
-                out.append(Text(plain))
+            if i > start:
+                out.append(Text(text[start:i]))
             out.append(table[char])
-            plain = ""
-        else:
-            plain += char
-    if plain:
-        out.append(Text(plain))
+            start = i + 1
+    if start < len(text):
+        out.append(Text(text[start:]))
     return out
 
 
 def _misaki_text(segments: tuple[Segment, ...]) -> str:
     # misaki reads [word](/phonemes/) itself, in context ("the" before a vowel)
-    out = ""
+    out: list[str] = []
     for segment in segments:
         if isinstance(segment, Phonemes):
-            word = re.sub(r"[\[\]()]", "", segment.text).strip() or "word"
+            word = sub(r"[\[\]()]", "", segment.text).strip() or "word"
             if ")" in segment.phonemes:
                 raise ValueError(f"phonemes {segment.phonemes!r} may not contain ')'")
-            out += f"[{word}](/{segment.phonemes}/)"
+            out += ["[", word, f"](/{segment.phonemes}/)"]
         elif isinstance(segment, Inline):
-            out += f"[{segment.text}]({segment.feature})"
+            out += ["[", segment.text, f"]({segment.feature})"]
         else:
-            out += segment.text
+            out.append(segment.text)
     # misaki aligns its links to spaCy's tokens, which a run of spaces would shift
-    return re.sub(r"[ \t]{2,}", " ", out).strip()
+    return sub(r"[ \t]{2,}", " ", join(out)).strip()
 
 
 #: The package extra (setup.py) that brings each G2P; English's comes with the run side.

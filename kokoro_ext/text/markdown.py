@@ -35,6 +35,8 @@ from __future__ import annotations
 import functools
 import re
 
+from kokoro_ext.text.spans import group, join, split, sub
+
 # Patterns are strings, compiled at their first use (re caches them): a text with no
 # Markdown in it (most sentences) costs a start no compiling.
 # Stand-ins for the spans the inline rules must not touch (code, kept links, escapes):
@@ -128,7 +130,7 @@ def read(text: str) -> list[Piece]:
         if re.fullmatch(_RULE, line):
             lines.append([])
         elif heading := re.fullmatch(_ATX, line):
-            lines += [[], _sentence(inline(heading[2] or "")), []]
+            lines += [[], _sentence(inline(group(heading, 2) or "")), []]
         elif item := re.match(_ITEM, line):
             lines.append(_sentence(inline(line[item.end():])))
         elif re.fullmatch(_DEFINITION, line):
@@ -154,23 +156,23 @@ def inline(text: str) -> list[Piece]:
 
     def hold(match: re.Match) -> str:
         if match["escape"]:
-            piece = (match["escape"][1], True)
+            piece = (group(match, "escape")[1:], True)
         elif match["code"] is not None:
             # CommonMark strips one space each side of code that has them both
-            code = match["code"]
+            code = group(match, "code")
             if len(code) > 2 and code[0] == code[-1] == " " and code.strip():
                 code = code[1:-1]
             piece = (code, True)
         elif match["auto"]:
-            piece = (match["auto"], False)
+            piece = (group(match, "auto"), False)
         elif (
             match["target"] is not None and not match["image"]
             and re.fullmatch(_MISAKI_FEATURE, match["target"])
         ):
-            piece = (match[0], False)  # [word](/phonemes/): kokoro_ext.text.markup's
+            piece = (group(match), False)  # [word](/phonemes/): kokoro_ext.text.markup's
         else:
             # a link or image says its text (code in it held too), emphasis read on
-            return re.sub(_HELD, hold, match["label"])
+            return sub(_HELD, hold, group(match, "label"))
         return hold_piece(piece)
 
     def hold_piece(piece: Piece) -> str:
@@ -180,7 +182,7 @@ def inline(text: str) -> list[Piece]:
         return chr(_HOLD_FIRST + len(held) - 1)
 
     try:
-        text = re.sub(_HELD, hold, text)
+        text = sub(_HELD, hold, text)
     except OverflowError:
         return [(text, False)]
     for _ in range(3):  # ***a **b** c*** nests at most three deep
@@ -188,12 +190,12 @@ def inline(text: str) -> list[Piece]:
         for marker in "*_~":
             if marker in changed:
                 for pattern in _emphases(marker):
-                    changed = pattern.sub(r"\1", changed)
+                    changed = sub(pattern, r"\1", changed)
         if changed == text:
             break
         text = changed
     out: list[Piece] = []
-    for part in re.split(f"([{chr(_HOLD_FIRST)}-{chr(_HOLD_LAST)}])", text):
+    for part in split(f"([{chr(_HOLD_FIRST)}-{chr(_HOLD_LAST)}])", text):
         if len(part) == 1 and _HOLD_FIRST <= ord(part) <= _HOLD_LAST:
             out.append(held[ord(part) - _HOLD_FIRST])
         elif part:
@@ -203,7 +205,7 @@ def inline(text: str) -> list[Piece]:
 
 def _row(line: str) -> list[Piece]:
     """A table row's cells as one line, separated by commas (escaped pipes stay)."""
-    cells = re.split(r"(?<!\\)\|", line.strip())
+    cells = split(r"(?<!\\)\|", line.strip())
     if cells and not cells[0].strip():
         cells = cells[1:]
     if cells and not cells[-1].strip():
@@ -235,4 +237,4 @@ def _merge(pieces: list[Piece]) -> list[Piece]:
             runs[-1][0].append(text)
         else:
             runs.append(([text], code))
-    return [("".join(texts), code) for texts, code in runs]
+    return [(join(texts), code) for texts, code in runs]

@@ -46,7 +46,8 @@ from dataclasses import dataclass
 
 from kokoro_ext.text import markdown as md
 from kokoro_ext.text.chunking import PAUSES
-from kokoro_ext.text.normalize import strip_terminal
+from kokoro_ext.text.clean import strip_terminal
+from kokoro_ext.text.spans import Spanned, group, join, standing_for, sub
 
 #: Longest ``<break>``: SSML's own limit.
 MAX_BREAK = 10.0
@@ -111,7 +112,11 @@ def parse(text: str, markdown: bool = True) -> list[Segment]:
 
     Raises ValueError naming the position (line and column, from 1) of malformed markup.
     """
-    text = strip_terminal(text)
+    return segments(strip_terminal(text), markdown)
+
+
+def segments(text: str, markdown: bool = True) -> list[Segment]:
+    """``parse`` of text whose terminal escapes are already removed."""
     out: list[Segment] = []
     if is_ssml(text):
         for segment in _parse_ssml(text):
@@ -130,7 +135,7 @@ def _links(text: str, whole: str | None = None) -> list[Segment]:
     position = 0
     for match in _LINK.finditer(text):
         out.append(Text(text[position : match.start()]))
-        word, feature = match[1], match[2]
+        word, feature = group(match, 1), match[2]
         if len(feature) > 1 and feature[0] == "/" and feature[-1] == "/":
             phonemes = feature[1:-1]
             if not phonemes.strip():
@@ -161,11 +166,31 @@ def parse_time(value: str) -> float:
 class _SSML:
     """Expat handlers collecting segments; errors carry the parser's position."""
 
-    def __init__(self, parser: xml.parsers.expat.XMLParserType):
+    def __init__(self, parser: xml.parsers.expat.XMLParserType, source: str):
         self.parser = parser
         self.segments: list[Segment] = []
         self.stack: list[tuple[str, dict[str, str]]] = []
         self.content = ""  # text inside say-as, sub or phoneme
+        self.source = source
+        # expat counts bytes of UTF-8: the character each byte belongs to
+        self.chars: list[int] | None = None
+        if isinstance(source, Spanned) and not source.isascii():
+            self.chars = [
+                i for i, c in enumerate(source) for _ in c.encode("utf-8", "surrogatepass")
+            ]
+            self.chars.append(len(source))
+
+    def spanned(self, data: str) -> str:
+        """Character data as it stands in the source (an entity: spanning the reference)."""
+        source = self.source
+        if not isinstance(source, Spanned):
+            return data
+        byte = self.parser.CurrentByteIndex
+        at = byte if self.chars is None else self.chars[byte]
+        if str.__eq__(source[at : at + len(data)], data):
+            return source[at : at + len(data)]
+        end = source.find(";", at) + 1 if source.startswith("&", at) else at + len(data)
+        return standing_for(data, source[at : max(end, at + 1)])
 
     def error(self, message: str) -> ValueError:
         line, column = self.parser.CurrentLineNumber, self.parser.CurrentColumnNumber + 1
@@ -232,8 +257,8 @@ class _SSML:
         _, attrs = self.stack.pop()
         if name == "say-as":
             self.segments.append(SayAs(self.content, attrs["interpret-as"], attrs.get("format")))
-        elif name == "sub":
-            self.segments.append(Text(attrs["alias"]))
+        elif name == "sub":  # the alias is said where the content is written
+            self.segments.append(Text(standing_for(attrs["alias"], self.content)))
         elif name == "phoneme":
             self.segments.append(Phonemes(attrs["ph"].strip(), self.content.strip()))
         elif name in ("p", "s"):
@@ -243,16 +268,17 @@ class _SSML:
     def text(self, data: str) -> None:
         if not self.stack:
             return
+        data = self.spanned(data)
         if self.stack[-1][0] in ("say-as", "sub", "phoneme"):
-            self.content += re.sub(r"\s+", " ", data)
+            self.content += sub(r"\s+", " ", data)
         else:
             # in SSML, line breaks are layout: <p> and <s> give the structure
-            self.segments.append(Text(re.sub(r"\s+", " ", data)))
+            self.segments.append(Text(sub(r"\s+", " ", data)))
 
 
 def _parse_ssml(text: str) -> list[Segment]:
     parser = xml.parsers.expat.ParserCreate()
-    handlers = _SSML(parser)
+    handlers = _SSML(parser, text)
     parser.StartElementHandler = handlers.start
     parser.EndElementHandler = handlers.end
     parser.CharacterDataHandler = handlers.text
@@ -282,7 +308,7 @@ def _merge(segments: list[Segment]) -> list[Segment]:
     out: list[Segment] = []
     for segment in segments:
         if isinstance(segment, Text) and out and isinstance(out[-1], Text):
-            out[-1] = Text(out[-1].text + segment.text)
+            out[-1] = Text(join((out[-1].text, segment.text)))
         else:
             out.append(segment)
     return out

@@ -3,12 +3,9 @@
 ``normalize(text, lang)`` returns the text as a reader would say it, so that the G2P
 sees only words and punctuation:
 
-* for every language: terminal escape sequences removed whole (``strip_terminal``),
-  Unicode NFKC (full-width letters and digits, ligatures; "…" is kept, the chunker
-  splits on it; "1½" becomes "1 1/2"), zero-width and control characters removed
-  without a space (they never split a word), look-alike letters of another script read
-  in the word's own script (``unconfuse``), symbols and emoji with no pronunciation
-  dropped with a warning;
+* for every language: the cleaning of kokoro_ext.text.clean (terminal escapes,
+  invisible and control characters, NFKC, look-alike letters), and after the rules
+  below symbols and emoji with no pronunciation dropped with a warning;
 * for English (``a``, ``b``) also: URLs and e-mail addresses, ISO and slashed dates,
   times, fractions and mixed numbers, money, percentages, units after numbers,
   month-day dates, ordinals, ranges, negative and decimal numbers, years, common
@@ -32,51 +29,21 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from decimal import Decimal
 
-# Format characters that glue or separate nothing a reader hears: removed, not spaced.
-_INVISIBLE = {"\u00ad", "\u180e", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"}
-# NFKC would turn these into something the chunker or G2P handles worse ("…" -> "...").
-_KEEP_FROM_NFKC = {"…"}
+from kokoro_ext.text.clean import (  # noqa: F401  (the cleaning's earlier home)
+    PLACEHOLDER_RANGE,
+    compatibility,
+    drop_symbols,
+    invisible,
+    strip_terminal,
+    unconfuse,
+)
+from kokoro_ext.text.spans import group, standing_for, sub
+
 # Symbols that have a reading wherever they stand (English); other symbols are dropped.
 _SYMBOL_WORDS = {
     "&": " and ", "+": " plus ", "=": " equals ", "@": " at ", "°": " degrees ",
     "<": " less than ", ">": " greater than ",
 }  # fmt: skip
-# Symbols the other languages' G2P reads itself (espeak-ng: "%" is "por ciento").
-_READ_BY_G2P = set("%$€£¥₹°")
-# Private-use characters are the markup layer's placeholders (kokoro_ext.text.markup).
-PLACEHOLDER_RANGE = (0xF0000, 0xFFFFD)
-
-# Terminal escape sequences (ECMA-48): a colour code or a window title is not text.
-# (The patterns below are strings, compiled at their first use: re caches them.)
-_TERMINAL = (
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI: colours (ESC[31m), cursor moves, erases
-    # OSC (titles, hyperlinks), DCS, SOS, PM, APC: to their terminator, else the line's end
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d-\x9f])[^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|\Z)"
-    r"|\x1b[ -/]*[0-~]?"  # other escapes (ESC 7, ESC ( B) and a lone ESC
-)
-# "[31m", "[1;32m": colour codes whose ESC was lost on the way (but "[5min]" is text)
-_SGR_REMNANT = r"\[\d{1,3}(?:;\d{1,3})*m(?!\w*\])"
-_OVERSTRIKE = r"[^\n\x08]\x08"  # "N\bN" bold, "_\bN" underline (man pages)
-
-# Letters that look like Latin ones (Unicode's confusables.txt, single letters): a word
-# that mixes scripts is read in the script its other letters are written in.
-_LOOKALIKES = {
-    # Cyrillic
-    "а": "a", "с": "c", "ԁ": "d", "е": "e", "һ": "h", "і": "i", "ј": "j", "о": "o",
-    "р": "p", "ԛ": "q", "ѕ": "s", "ԝ": "w", "х": "x", "у": "y", "А": "A", "В": "B",
-    "С": "C", "Е": "E", "Н": "H", "І": "I", "Ј": "J", "К": "K", "М": "M", "О": "O",
-    "Р": "P", "Ѕ": "S", "Т": "T", "Х": "X", "У": "Y", "Ү": "Y", "Ԛ": "Q", "Ԝ": "W",
-    # Greek
-    "α": "a", "ι": "i", "ν": "v", "ο": "o", "ρ": "p", "υ": "u", "Α": "A", "Β": "B",
-    "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O",
-    "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
-    # Armenian
-    "հ": "h", "ո": "n", "ս": "u", "օ": "o",
-}  # fmt: skip
-_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK", "ARMENIAN")
-_WORD = r"[^\W\d_]+"
-
-
 @dataclass(frozen=True)
 class Currency:
     """A currency sign and its English unit names (singular, plural)."""
@@ -136,115 +103,11 @@ _MONTH_ABBR = {m[:3]: m for m in MONTHS} | {"Sept": "September"}
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 
 
-def strip_terminal(text: str) -> str:
-    """``text`` without terminal escape sequences (CSI, OSC, ...), whole, nor the "[31m"
-    left of a colour code that lost its ESC; overstruck characters ("N\\bN") once."""
-    if "\x1b" in text or any("\x90" <= c <= "\x9f" for c in text):
-        text = re.sub(_TERMINAL, "", text)
-    if "\x08" in text:
-        while (struck := re.sub(_OVERSTRIKE, "", text)) != text:
-            text = struck
-    return re.sub(_SGR_REMNANT, "", text) if "[" in text else text
-
-
 def clean_unicode(text: str) -> str:
-    """Terminal escapes removed, NFKC (but "…"), zero-width and control characters
-    removed; line breaks kept.  A vulgar fraction after a digit is a mixed number:
-    "1½" is "1 1⁄2" (NFKC alone would make it "11⁄2")."""
-    out: list[str] = []
-    for char in strip_terminal(text):
-        if char in _INVISIBLE:
-            continue
-        category = unicodedata.category(char)
-        if category == "Cc" and char not in "\n\t\r":
-            continue
-        if category == "Cf":  # other format characters: bidi marks, ...
-            continue
-        if char in _KEEP_FROM_NFKC:
-            out.append(char)
-            continue
-        compat = unicodedata.normalize("NFKC", char)
-        if "\u2044" in compat and out and out[-1][-1:].isdigit():
-            compat = " " + compat
-        out.append(compat)
-    return "".join(out).replace("\r\n", "\n").replace("\r", "\n")
-
-
-def unconfuse(text: str) -> str:
-    """Words mixing Latin, Cyrillic, Greek or Armenian letters, read in one script: the
-    look-alike letters (``_LOOKALIKES``) take the script of the word's other letters
-    ("Неllо" with a Cyrillic Н, е, о is "Hello"; "Пpивет" with a Latin p is Russian).
-    A word every letter of which could be either takes its majority's script (Latin on
-    a tie); a word with distinctive letters of two scripts is left as it is."""
-    if text.isascii():
-        return text
-    return re.sub(_WORD, _unconfuse_word, text)
-
-
-def _script(char: str) -> str | None:
-    if char.isascii():
-        return "LATIN"
-    script = unicodedata.name(char, "").split(" ", 1)[0]
-    return script if script in _SCRIPTS else None
-
-
-def _unconfuse_word(match: re.Match) -> str:
-    word = match[0]
-    if word.isascii():
-        return word
-    scripts = [_script(c) for c in word]
-    present = set(scripts)
-    if len(present) < 2 or None in present:
-        return word
-    counts = {s: scripts.count(s) for s in present}
-    # the scripts every letter of the word can be written in
-    fits = [
-        target for target in present
-        if all(s == target or _lookalike(c, target) for c, s in zip(word, scripts))
-    ]  # fmt: skip
-    if not fits:
-        return word
-    target = max(fits, key=lambda s: (counts[s], s == "LATIN"))
-    return "".join(c if s == target else _lookalike(c, target) for c, s in zip(word, scripts))
-
-
-def _lookalike(char: str, script: str) -> str:
-    """``char``'s look-alike in ``script`` ("" if it has none)."""
-    latin = char if char.isascii() else _LOOKALIKES.get(char, "")
-    if script == "LATIN" or not latin:
-        return latin
-    return _FROM_LATIN[script].get(latin, "")
-
-
-_FROM_LATIN: dict[str, dict[str, str]] = {s: {} for s in _SCRIPTS}
-for _char, _latin in _LOOKALIKES.items():
-    _FROM_LATIN[unicodedata.name(_char).split(" ", 1)[0]].setdefault(_latin, _char)
-
-
-def drop_symbols(text: str, lang: str = "a") -> str:
-    """``text`` without emoji and symbols that have no reading, with a warning naming them.
-
-    Kept: letters, marks, digits, punctuation, spaces, the markup placeholders, and (for
-    English) the symbols ``_SYMBOL_WORDS`` reads and currency signs.
-    """
-    kept = (set(CURRENCIES) | {"%"}) if lang in ("a", "b") else _READ_BY_G2P
-    dropped = []
-    out = []
-    for char in text:
-        category = unicodedata.category(char)
-        placeholder = PLACEHOLDER_RANGE[0] <= ord(char) <= PLACEHOLDER_RANGE[1]
-        if category[0] in "SC" and char not in "\n\t" and not placeholder and char not in kept:
-            dropped.append(char)
-            out.append(" ")
-            continue
-        out.append(char)
-    # variation selectors and skin-tone modifiers ride on the emoji: drop them silently
-    text = re.sub(r"[\ufe0e\ufe0f\U0001f3fb-\U0001f3ff]", "", "".join(out))
-    shown = "".join(dict.fromkeys(c for c in dropped if c not in "\ufe0e\ufe0f"))
-    if shown:
-        warnings.warn(f"dropping symbols with no pronunciation: {shown!r}", stacklevel=3)
-        text = re.sub(r"(?<=\S) {2,}(?=\S)", " ", text)
-    return text
+    """Terminal escapes removed, zero-width and control characters removed (a control
+    character between two words is a space), NFKC (but "…"); line breaks kept
+    (kokoro_ext.text.clean: strip_terminal, invisible, compatibility)."""
+    return compatibility(invisible(strip_terminal(text)))
 
 
 def num2words(number, **options) -> str:
@@ -375,16 +238,24 @@ def _fraction(m: re.Match, lang: str) -> str:
     name = {2: "half", 4: "quarter"}.get(den) or ordinal(den, lang).removeprefix("one ")
     if num > 1:
         name = "halves" if den == 2 else name + "s"
-    after = "" if unit or not m["unit"] else m["space"] + m["unit"]
+    # a word after the fraction that is not a unit is kept as written
+    after = "" if unit or not m["unit"] else group(m, "space") + group(m, "unit")
+    if after:  # the words say the fraction, the unit after it is its own
+        fraction = m.string[m.start() : m.start("space")]
+        return standing_for(_fraction_words(m, num, den, name, unit, lang), fraction) + after
+    return _fraction_words(m, num, den, name, unit, lang)
+
+
+def _fraction_words(m: re.Match, num: int, den: int, name: str, unit, lang: str) -> str:
     if m["whole"] is None:
         words = f"{cardinal(num, lang)} {name}"
         if unit:  # "three quarters of a kilometer"
             article = "an" if unit[0][0] in "aeiou" or unit[0].startswith("hour") else "a"
             words += f" of {article} {unit[0]}"
-        return words + after
+        return words
     # "one and a half", "two and three quarters"
     words = f"{cardinal(m['whole'], lang)} and {'a' if num == 1 else cardinal(num, lang)} {name}"
-    return words + (f" {unit[1]}" if unit else after)
+    return words + (f" {unit[1]}" if unit else "")
 
 
 def _month_day(m: re.Match, lang: str) -> str:
@@ -511,7 +382,10 @@ _ENGLISH_RULES: list[_Rule] = [
     (re.compile(rf"(?<![\w.,])[-−]?(?:{_NUMBER})(?![\w]|[.,]\d)"), lambda m, lang: _number(m[0], lang)),
     (  # "Main St." is a street, "St. Louis" a saint
         re.compile(r"\b(?P<name>[A-Z][a-z]+)\s+St\.(?P<end>\s*$)?(?=\s+[a-z\d]|[,;:!?)]|$)"),
-        lambda m, lang: f"{m['name']} Street" + ("." if m["end"] is not None else ""),
+        lambda m, lang: group(m, "name") + standing_for(  # "Street" spans "St."
+            " Street" + ("." if m["end"] is not None else ""),
+            m.string[m.end("name") : m.end()].lstrip(),
+        ),
     ),
     (
         # "Mr." is a title wherever it stands; "St." only before a name
@@ -528,6 +402,11 @@ _ENGLISH_RULES: list[_Rule] = [
     ),
     (re.compile("[" + re.escape("".join(_SYMBOL_WORDS)) + "]"), lambda m, lang: _SYMBOL_WORDS[m[0]]),
 ]
+
+
+# The rules that can match text without a digit: addresses, "Main St.", titles,
+# abbreviations, symbols (tests/test_text_pipeline.py checks the others need one).
+_ENGLISH_RULES_WITHOUT_DIGITS = [_ENGLISH_RULES[i] for i in (2, 3, 19, 20, 21, 22)]
 
 
 def _time_hour(m: re.Match, lang: str) -> str:
@@ -594,12 +473,19 @@ def normalize(text: str, lang: str = "a") -> str:
 
     See the module docstring for what is spelled out; anything else passes unchanged.
     """
-    text = unconfuse(clean_unicode(text))
+    return drop_symbols(spell(unconfuse(clean_unicode(text)), lang), lang)
+
+
+def spell(text: str, lang: str = "a") -> str:
+    """The written forms of ``text`` as words (fractions; for English all the rules of the
+    module docstring); text already cleaned (kokoro_ext.text.clean)."""
     if lang in FRACTIONS:
-        text = re.sub(_OTHER_FRACTION, lambda m: _other_fraction(m, FRACTIONS[lang]), text)
+        text = sub(_OTHER_FRACTION, lambda m: _other_fraction(m, FRACTIONS[lang]), text)
     if lang in ("a", "b"):
+        # rules that need a digit are skipped for text without one (no rule adds digits)
+        rules = _ENGLISH_RULES if re.search(r"\d", text) else _ENGLISH_RULES_WITHOUT_DIGITS
         # digits after the first rules are words: later rules never see them twice
-        for pattern, spell in _ENGLISH_RULES:
-            text = pattern.sub(lambda m: spell(m, lang), text)
-        text = re.sub(r"[ \t]{2,}", " ", text)
-    return drop_symbols(text, lang)
+        for pattern, rule in rules:
+            text = sub(pattern, lambda m: rule(m, lang), text)
+        text = sub(r"[ \t]{2,}", " ", text)
+    return text

@@ -1,0 +1,319 @@
+"""The text front end as one ordered list of passes: text in one Kokoro language ->
+chunks of phonemes one call of the compiled stages takes.  This is the one place that
+decides which passes run, in which order, for which language.
+
+Each pass is a function from a typed document to the next (frozen dataclasses below).
+Every piece of text in them is a kokoro_ext.text.spans.Spanned: each character knows
+the span of the original text it came from, from the first pass to the last, so that a
+word's original text (timestamps, captions) is read off it, not guessed.
+
+  terminal escapes   clean.strip_terminal: ANSI colours, titles, overstrike  (Source)
+  markup             markup.segments: SSML if the text starts with <speak>, else
+                     Markdown (markdown.read) unless markdown=False; misaki's
+                     [word](/phonemes/) links                              -> Marked
+  say-as             frontend.say_as: <say-as> as words
+  invisible          clean.invisible: format characters removed; control characters
+                     removed, a separator (NUL, ...) between words a word break
+  compatibility      clean.compatibility: NFKC, line breaks     (not ja, zh: SKIP_NFKC)
+  look-alikes        clean.unconfuse: letters of another script in the word's own
+  normalization      normalize.spell, per language (SPELL): numbers, dates, money, ...
+  symbols            clean.drop_symbols: no pronunciation, dropped with a warning
+  sentence ends      the marks a language ends sentences with (SENTENCE_ENDS: hi, ja, zh)
+  other scripts      clean.drop_other_scripts (Latin-script languages: LATIN)
+  sentences          frontend.carrier and frontend.parts, lazily       -> Sentences
+  G2P                FrontEnd.words, one sentence at a time            -> Spoken
+  chunks             chunking.pack_evenly within the chunk limit       -> Chunks
+
+The cleaning passes (invisible to other scripts) rewrite each Text segment; markup other
+than text (inline phonemes, breaks) passes through them untouched.  Markup is read
+before them: NFKC would make Markdown markers of full-width characters ("＊").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+from kokoro_ext.text import clean, markup, normalize
+from kokoro_ext.text.chunking import Break, Piece, Word, first_clause, pack_evenly
+from kokoro_ext.text.frontend import FrontEnd, Part, carrier, parts, say_as
+from kokoro_ext.text.markup import SayAs, Segment, Text
+from kokoro_ext.text.spans import Spanned, sub
+
+
+@dataclass(frozen=True)
+class Source:
+    """The text as given: every character spans itself."""
+
+    original: str
+    text: str  # a Spanned of ``original``
+    markdown: bool = True
+
+
+@dataclass(frozen=True)
+class Marked:
+    """The text as segments: text, inline phonemes, breaks, say-as (kokoro_ext.text.markup)."""
+
+    original: str
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
+class Sentences:
+    """Sentences (Parts) to phonemize one at a time, lazily."""
+
+    original: str
+    parts: Iterator[Part]
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A sentence and its Words with their phonemes."""
+
+    part: Part
+    words: tuple[Word, ...]
+
+    @property
+    def end(self) -> Break | float:
+        return self.part.end
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """Sentences with their Words, lazily (the G2P runs as they are taken)."""
+
+    original: str
+    sentences: Iterator[Sentence]
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """A chunk's words, how it ends, and the index of the sentence it comes from."""
+
+    piece: Piece
+    sentence: int
+
+    @property
+    def words(self) -> tuple[Word, ...]:
+        return self.piece.words
+
+    @property
+    def end(self) -> Break | float:
+        return self.piece.end
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """The chunks, lazily."""
+
+    original: str
+    chunks: Iterator[TextChunk]
+
+
+@dataclass
+class Progress:
+    """What the consumer of the chunks did with them so far (the chunk limit may depend
+    on it): chunks said and how the last one ended (a Break, seconds, None: none yet)."""
+
+    said: int = 0
+    last_end: Break | float | None = None
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """How the chunks pass cuts: ``limit(index)`` phonemes for the chunk of that index,
+    asked when the chunk is cut; the stream's first chunk, where its limit is below
+    ``build_limit``, ends at the first clause if that fits (time to first audio)."""
+
+    limit: Callable[[int], int]
+    build_limit: int
+    progress: Progress = field(default_factory=Progress)
+
+
+# --- the passes --------------------------------------------------------------------------
+
+TextFunction = Callable[[str], str]
+
+
+def terminal_escapes(doc: Source) -> Source:
+    return replace(doc, text=clean.strip_terminal(doc.text))
+
+
+def parse_markup(doc: Source) -> Marked:
+    segments = markup.segments(doc.text, doc.markdown)
+    return Marked(doc.original, tuple(segments))
+
+
+def on_text(function: TextFunction) -> Callable[[Marked], Marked]:
+    """A pass applying ``function`` to the text of each Text segment."""
+
+    def apply(doc: Marked) -> Marked:
+        return Marked(doc.original, tuple(map(_on_segment, doc.segments)))
+
+    def _on_segment(segment: Segment) -> Segment:
+        if not isinstance(segment, Text):
+            return segment
+        text = function(segment.text)
+        return segment if text is segment.text else Text(text)
+
+    named = getattr(function, "func", function)  # a partial: its function's name
+    apply.__name__ = apply.__qualname__ = getattr(named, "__name__", "text_pass")
+    return apply
+
+
+def read_say_as(code: str) -> Callable[[Marked], Marked]:
+    def say_as_pass(doc: Marked) -> Marked:
+        if not any(isinstance(s, SayAs) for s in doc.segments):
+            return doc
+        return Marked(doc.original, tuple(
+            Text(say_as(s, code)) if isinstance(s, SayAs) else s for s in doc.segments
+        ))  # fmt: skip
+
+    return say_as_pass
+
+
+def _sentence_ends(pattern: str) -> TextFunction:
+    # a line break after a mark split_sentences does not know (it knows ". " and "\n")
+    def sentence_ends(text: str) -> str:
+        return sub(pattern, "\\1\n", text)
+
+    return sentence_ends
+
+
+#: Languages whose G2P maps full-width forms itself: no NFKC (misaki ja, zh).
+SKIP_NFKC = frozenset("jz")
+#: Normalization per language (normalize.spell): the other languages' G2Ps read digits.
+SPELL: dict[str, TextFunction] = {code: partial(normalize.spell, lang=code) for code in "abefip"}
+#: Sentence-end marks per language beyond split_sentences' Latin punctuation.
+SENTENCE_ENDS: dict[str, TextFunction] = {
+    "h": _sentence_ends(r"([।॥])(?!\n)"),  # the danda
+    "j": _sentence_ends(r"([。！？!?])(?!\n)"),
+    "z": _sentence_ends(r"([。！？!?])(?!\n)"),
+}
+#: Languages written in Latin letters: letters of other scripts are dropped (with a
+#: warning) rather than spelled out by the G2P in a language they are not.
+LATIN = frozenset("abefip")
+
+
+@functools.cache
+def text_passes(code: str) -> tuple[Callable[[Marked], Marked], ...]:
+    """The passes from markup to sentences for the language ``code``, in order."""
+    return (
+        read_say_as(code),
+        on_text(partial(clean.invisible, lang=code)),
+        *([] if code in SKIP_NFKC else [on_text(clean.compatibility)]),
+        on_text(clean.unconfuse),
+        *([on_text(SPELL[code])] if code in SPELL else []),
+        on_text(partial(clean.drop_symbols, lang=code)),
+        *([on_text(SENTENCE_ENDS[code])] if code in SENTENCE_ENDS else []),
+        *([on_text(clean.drop_other_scripts)] if code in LATIN else []),
+    )
+
+
+def split_sentences(code: str) -> Callable[[Marked], Sentences]:
+    def sentences_pass(doc: Marked) -> Sentences:
+        text, table = carrier(doc.segments, code)
+        return Sentences(doc.original, parts(text, table))
+
+    return sentences_pass
+
+
+def g2p(front: FrontEnd) -> Callable[[Sentences], Spoken]:
+    def g2p_pass(doc: Sentences) -> Spoken:
+        sentences = (Sentence(part, tuple(front.words(part))) for part in doc.parts)
+        return Spoken(doc.original, sentences)
+
+    return g2p_pass
+
+
+def chunks(chunking: Chunking) -> Callable[[Spoken], Chunks]:
+    def chunks_pass(doc: Spoken) -> Chunks:
+        return Chunks(doc.original, _chunks(doc.sentences, chunking))
+
+    return chunks_pass
+
+
+def _chunks(sentences: Iterator[Sentence], chunking: Chunking) -> Iterator[TextChunk]:
+    progress = chunking.progress
+    for number, sentence in enumerate(sentences):
+        words = list(sentence.words)
+        packed: deque[Piece] = deque()  # the sentence's chunks to come, cut for `size`
+        size: int | None = None
+        while packed or size is None:
+            wanted = chunking.limit(progress.said)
+            # pack (again, if the limit changed) what is left of the sentence, but never
+            # inside a word that was cut between two phonemes
+            if size is None or (wanted != size and progress.last_end != "phoneme"):
+                rest = words if size is None else [w for p in packed for w in p.words]
+                packed = deque(_pack(rest, wanted, sentence.end, progress.said == 0,
+                                     chunking.build_limit))
+                size = wanted
+                if not packed:
+                    break
+            yield TextChunk(packed.popleft(), number)
+
+
+def _pack(words: list[Word], limit: int, end: Break | float, first: bool,
+          build_limit: int) -> list[Piece]:
+    """A sentence's words in chunks of ``limit`` phonemes (pack_evenly).  The stream's
+    first chunk, where its limit is below the build's (cut short for time to first
+    audio), ends at the sentence's first clause punctuation if that fits."""
+    cut = first_clause(words, limit) if first and limit < build_limit else 0
+    if not cut:
+        return pack_evenly(words, limit, end)
+    first_piece = Piece(tuple(words[:cut]), words[cut - 1].end)
+    return [first_piece, *pack_evenly(words[cut:], limit, end)]
+
+
+# --- the pipeline ------------------------------------------------------------------------
+
+
+def marked(code: str, text: str, markdown: bool = True) -> Marked:
+    """The passes up to the segments, cleaned and normalized for the language ``code``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    doc = terminal_escapes(Source(text, Spanned.of(text), markdown))
+    return cleaned(code, parse_markup(doc).segments, text)
+
+
+def cleaned(code: str, segments, original: str = "") -> Marked:
+    doc = Marked(original, tuple(segments))
+    for text_pass in text_passes(code):
+        doc = text_pass(doc)
+    return doc
+
+
+def sentences(front: FrontEnd, text: str, markdown: bool = True) -> Sentences:
+    """The passes up to sentences; markup is parsed and the text cleaned now (a
+    ValueError for malformed markup is raised here), sentences come lazily."""
+    return split_sentences(front.code)(marked(front.code, text, markdown))
+
+
+class TextPipeline:
+    """The front end of one language: ``run(text)`` -> Chunks.  The G2P starts on the
+    first sentence (misaki English takes about a second)."""
+
+    def __init__(self, lang: str = "a", front: FrontEnd | None = None):
+        self.front = front if front is not None else FrontEnd(lang)
+        self.code = self.front.code
+
+    def run(self, text: str, markdown: bool = True, limit: int = 510,
+            chunking: Chunking | None = None) -> Chunks:
+        """``text`` through every pass; chunks of at most ``limit`` phonemes (or as
+        ``chunking`` cuts them)."""
+        if chunking is None:
+            chunking = Chunking(lambda index: limit, limit)
+        doc = sentences(self.front, text, markdown)
+        return chunks(chunking)(g2p(self.front)(doc))
+
+
+def passes(code: str) -> list[str]:
+    """The names of the passes ``code``'s text goes through, in order (for docs, tests)."""
+    names = ["terminal_escapes", "parse_markup"]
+    for text_pass in text_passes(code):
+        names.append(re.sub(r"_pass$", "", text_pass.__name__))
+    return names + ["sentences", "g2p", "chunks"]
