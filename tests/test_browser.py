@@ -25,7 +25,10 @@ _missing = [f"{tool} (Debian: {package})" for tool, package in TOOLS.items() if 
 if _missing and not os.environ.get("CI"):
     pytest.skip(f"needs {', '.join(_missing)}", allow_module_level=True)
 
-PHONEMES = "həlˈoʊ wˈɜːld"  # "hello world": 12 phonemes, 14 tokens
+PHONEMES = "həlˈoʊ wˈɜːld"  # "hello world": 14 tokens, 31 frames with the random weights
+#: The whole synthesis in the browser: 6 frames.  SwiftShader runs the decoder at about
+#: 25 s a frame (its convolutions a thread per output; measured: 31 frames in 789 s).
+SHORT = "ʌ"
 
 
 def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
@@ -39,13 +42,17 @@ def webgpu_build(tmp_path_factory):
     return build_small(tmp_path_factory.mktemp("webgpu"), log=lambda _: None, target="webgpu")
 
 
-@pytest.fixture(scope="module")
-def cpu_trace(build_dir):
+def _cpu_trace(build_dir, phonemes):
     synth = Synthesizer(build_dir[0])
-    ids = phonemes_to_ids(PHONEMES, synth.vocab)
+    ids = phonemes_to_ids(phonemes, synth.vocab)
     style = voice_style(synth.voice, len(ids) - 2)
     trace = synthesize_ids(synth._stage, synth.geometry, ids, style, synth.limits, seed=3)
     return synth, ids, style, trace
+
+
+@pytest.fixture(scope="module")
+def cpu_trace(build_dir):
+    return _cpu_trace(build_dir, PHONEMES)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +84,8 @@ def test_python_refuses_a_webgpu_build(webgpu_build):
 
 
 # stage: (output, bound on max |browser - cpu| / max |cpu|); float32 kernels of another
-# order of summation, transcendental functions of another library
+# order of summation, transcendental functions of another library (measured: 7.6e-7,
+# 3.7e-6, 3.0e-6).  The decoder is held to the CPU build's audio in the whole synthesis.
 BOUNDS = {
     "text": {"d": 1e-4, "duration": 1e-4, "t_en": 1e-4},
     "prosody": {"F0": 1e-3, "N": 1e-3},
@@ -85,7 +93,7 @@ BOUNDS = {
 }
 
 
-@pytest.mark.parametrize("stage", ["text", "prosody", "source", "decoder"])
+@pytest.mark.parametrize("stage", ["text", "prosody", "source"])
 def test_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
     from kokoro_ext.tools.browser import browser_stages
 
@@ -98,11 +106,8 @@ def test_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
     for name, reference in want.items():
         assert got[name].shape == reference.shape, name
         assert np.isfinite(got[name]).all(), name
-        if stage == "decoder":
-            assert snr_db(reference, got[name]) >= 40, name
-        else:
-            error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
-            assert error <= BOUNDS[stage][name], (name, error)
+        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
+        assert error <= BOUNDS[stage][name], (name, error)
 
 
 def _stage_inputs(trace, synth, stage):
@@ -124,21 +129,17 @@ def _stage_inputs(trace, synth, stage):
     if stage == "prosody":
         en = align(text["d"][0].T, trace.durations, frames)[None]
         return {"en": en, "lengths": lengths, "style": style[:, 128:]}
-    if stage == "source":
-        samples = synth.geometry.samples_per_frame * frames
-        noise = source_noise(3, 1, samples, synth.geometry.harmonics)
-        return {"F0": prosody["F0"], "lengths": lengths, "noise": noise}
-    asr = align(text["t_en"][0], trace.durations, frames)[None]
-    return {"asr": asr, "F0": prosody["F0"], "N": prosody["N"], "lengths": lengths,
-            "style": style[:, :128], "spectrum": trace.stages["source"]["spectrum"]}  # fmt: skip
+    samples = synth.geometry.samples_per_frame * frames
+    noise = source_noise(3, 1, samples, synth.geometry.harmonics)
+    return {"F0": prosody["F0"], "lengths": lengths, "noise": noise}
 
 
-def test_whole_synthesis_in_browser(browser, cpu_trace):
-    """Every stage computed in the browser, the host steps in Python: the audio of the
-    CPU build, to 40 dB."""
+def test_whole_synthesis_in_browser(browser, build_dir):
+    """Every stage computed in the browser, the decoder too, the host steps in Python:
+    the audio of the CPU build, to 40 dB."""
     from kokoro_ext.tools.browser import browser_stages
 
-    synth, ids, style, trace = cpu_trace
+    synth, ids, style, trace = _cpu_trace(build_dir, SHORT)
     manifest = artifacts.read_manifest(browser.directory)
     got = synthesize_ids(browser_stages(browser, manifest), synth.geometry, ids, style,
                          synth.limits, seed=3)  # fmt: skip

@@ -30,7 +30,7 @@ from tvm.relax.frontend import detach_params
 from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
-from kokoro_ext.build.gpu_pipeline import GpuPipelineOptions, get_gpu_pipeline
+from kokoro_ext.build.gpu_pipeline import get_gpu_pipeline
 from kokoro_ext.build.gpu_target import gpu_target
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
 from kokoro_ext.build.precision import LayerProducts, WeightDtype, int8_weights
@@ -141,8 +141,9 @@ def compile_stage(
     if gpu is not None:
         start = time.perf_counter()
         with tvm.target.Target(gpu.target) as gpu_tvm_target:
-            pipeline = get_gpu_pipeline(gpu_tvm_target, GpuPipelineOptions(wgsl=gpu.wgsl))
+            pipeline = get_gpu_pipeline(gpu_tvm_target, gpu.pipeline)
             executable = tvm.compile(mod, target=gpu_tvm_target, relax_pipeline=pipeline)
+        gpu.check(executable, spec.name)
         seconds["compile"] = time.perf_counter() - start
     else:
         executable = _compile(mod, target, options, seconds)
@@ -154,7 +155,7 @@ def compile_stage(
         seconds["compile_transform"] = here["compile"]
     parameters = [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
     signature = spec.signature(program, dynamic)
-    if gpu is not None and gpu.wgsl:
+    if gpu is not None and gpu.pipeline.wgsl:
         signature = narrowed(signature)
     return CompiledStage(
         executable, ir_lines, seconds, weights, parameters, signature, transform

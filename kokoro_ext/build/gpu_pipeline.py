@@ -42,6 +42,10 @@ class GpuPipelineOptions:
     #: The kernels are WGSL: int64 and int8 tensors as int32, bool tensors between
     #: kernels as int32, no infinite constants (kokoro_ext.build.passes.narrow).
     wgsl: bool = False
+    #: Most operators fused into one kernel (TVM's default 256): a WGSL kernel must stay
+    #: within the device's storage buffers, and the decoder's AdaIN and Snake chains fused
+    #: whole need 11 and make megabytes of WGSL that Chromium's SwiftShader crashes on.
+    fuse_depth: int = 256
 
 
 @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.DropTransformParams")
@@ -121,8 +125,9 @@ def get_gpu_pipeline(
     """The four lists in order, run under ``target``: ``tvm.compile``'s ``relax_pipeline``."""
 
     @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.GpuPipeline")
-    def _pipeline(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        with target:
+    def _pipeline(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        config = {**ctx.config, "relax.FuseOps.max_depth": options.fuse_depth}
+        with tvm.transform.PassContext(opt_level=ctx.opt_level, config=config), target:
             seq = tvm.transform.Sequential(
                 library_dispatch_passes(target)
                 + legalize_passes(target, options)

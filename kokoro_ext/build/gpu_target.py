@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kokoro_ext.build.gpu_pipeline import GpuPipelineOptions
+
 #: The browser's files of this package: the page and its module.
 STATIC = Path(__file__).resolve().parents[1] / "web" / "static"
 
@@ -31,7 +33,8 @@ class GpuTarget:
     what: str  # for messages and --help
     target: Mapping[str, Any]  # the TVM target, as JSON
     library_suffix: str  # of the stage libraries
-    wgsl: bool  # the kernels are WGSL (kokoro_ext.build.gpu_pipeline.GpuPipelineOptions)
+    #: what it takes of the GPU pipeline (kokoro_ext.build.gpu_pipeline)
+    pipeline: GpuPipelineOptions
     #: what the manifest tells the loader of the device it needs
     requires: Mapping[str, Any] = field(default_factory=dict)
 
@@ -48,6 +51,13 @@ class GpuTarget:
             if file.is_file():
                 shutil.copyfile(file, directory / file.name)
 
+    def check(self, executable: Any, stage: str) -> None:
+        """ValueError naming what of ``executable``'s kernels the device would refuse."""
+        if self.name == "webgpu":
+            from kokoro_ext.build.web import wgsl
+
+            wgsl.check(executable, stage)
+
     def fcompile(self) -> Callable | None:
         """``export_library``'s ``fcompile`` for this target's stage libraries."""
         if self.name == "webgpu":
@@ -63,7 +73,8 @@ WEBGPU = GpuTarget(
     what="WebGPU in a browser: WGSL kernels, wasm32 host code with TVM's web runtime",
     target={"kind": "webgpu", "host": {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm"}},
     library_suffix=".wasm",
-    wgsl=True,
+    # 16 operators a kernel: at most 9 storage buffers, 80 kB of WGSL (the decoder)
+    pipeline=GpuPipelineOptions(wgsl=True, fuse_depth=16),
     # float32 kernels of at most 256 threads a work group: WebGPU's default limits
     requires={"features": [], "limits": {"maxComputeInvocationsPerWorkgroup": 256}},
 )
