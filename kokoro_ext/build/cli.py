@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kokoro_ext.build.driver import DEFAULT_OUT, BuildOptions, build
 from kokoro_ext.build.frontend import LSTM_BACKENDS
+from kokoro_ext.build.gpu_target import GPU_TARGETS
 from kokoro_ext.build.precision import PRECISIONS, WEIGHT_DTYPES
 from kokoro_ext.run.cache import DEFAULT_VOICE
 
@@ -34,7 +35,8 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
         "--target",
         default="llvm",
         help="TVM target: llvm (this host's CPU, the default), 'llvm -mcpu=<cpu>' or a JSON "
-        "dict; e.g. 'llvm -mcpu=x86-64-v2' for artifacts that run on any recent x86-64",
+        "dict; e.g. 'llvm -mcpu=x86-64-v2' for artifacts that run on any recent x86-64; or "
+        "a GPU: " + "; ".join(f"{t.name} ({t.what})" for t in GPU_TARGETS.values()),
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="artifacts directory (default: ./artifacts)"

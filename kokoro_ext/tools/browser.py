@@ -150,9 +150,10 @@ class Browser:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        for close in ("_browser", "_playwright"):
-            if hasattr(self, close):
-                getattr(self, close).close() if close == "_browser" else self._playwright.stop()
+        if hasattr(self, "_browser"):
+            self._browser.close()
+        if hasattr(self, "_playwright"):
+            self._playwright.stop()
         if hasattr(self, "server"):
             self.server.close()
 

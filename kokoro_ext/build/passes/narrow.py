@@ -35,9 +35,8 @@ _CALLS_WITH_OUTPUT_TYPES = ("relax.call_tir", "relax.call_dps_packed")
 
 def _narrow_type(ty: relax.Type) -> relax.Type:
     if isinstance(ty, relax.TensorType) and str(ty.dtype) in _TO_INT32:
-        shape = ty.shape if ty.shape is not None else None
-        if shape is not None:
-            return relax.TensorType(shape, _NARROW, ty.vdevice)
+        if ty.shape is not None:
+            return relax.TensorType(ty.shape, _NARROW, ty.vdevice)
         return relax.TensorType(ndim=ty.ndim, dtype=_NARROW)
     if isinstance(ty, relax.TupleType):
         return relax.TupleType([_narrow_type(t) for t in ty.fields])
@@ -45,7 +44,7 @@ def _narrow_type(ty: relax.Type) -> relax.Type:
 
 
 def _narrow_attrs(attrs: tvm.ir.Attrs | None) -> tvm.ir.Attrs | None:
-    """``attrs`` with an int64 ``dtype`` field made int32 (None if there is none)."""
+    """``attrs`` with an int64 or 8-bit ``dtype`` field made int32 (None if there is none)."""
     if attrs is None:
         return None
     info = type(attrs).__tvm_ffi_type_info__
@@ -131,14 +130,13 @@ def _narrow_function(func: relax.Function) -> relax.Function:
     for old, new in zip(func.params, params):
         mutator.set_var_remap(old, new)
     body = mutator.visit_expr(func.body)
-    narrowed = relax.Function(params, body, None, func.is_pure, func.attrs, func.span)
-    return narrowed
+    return relax.Function(params, body, None, func.is_pure, func.attrs, func.span)
 
 
 @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.NarrowIntegers")
 def narrow_integers(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
-    """Every int64 tensor of the module's Relax functions as int32 (see the module's
-    docstring); shapes stay int64."""
+    """Every int64 and 8-bit integer tensor of the module's Relax functions as int32 (see
+    the module's docstring); shapes stay int64."""
     updates = {}
     for gvar, func in mod.functions.items():
         if isinstance(func, relax.Function):
