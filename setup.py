@@ -192,6 +192,9 @@ setup(
         # the encoders beyond wav and pcm (kokoro_ext.run.encode), for say and the server:
         # libsndfile (flac, opus), LAME (mp3), PyAV's FFmpeg (aac; wheels bundle FFmpeg)
         "audio": ["soundfile>=0.13", "lameenc", "av>=18"],
+        # a CUDA build's run side (kokoro_ext.run.cuda): TVM's CUDA runtime links the CUDA
+        # 13 runtime library; the driver's libcuda.so.1 comes with the NVIDIA driver
+        "cuda": ["nvidia-cuda-runtime>=13,<14"],
         # python -m kokoro_ext.serve: the OpenAI-compatible speech server
         "serve": ["starlette", "uvicorn", "kokoro-tvm-ext[audio]"],
         # bench/: the engines compared (PyTorch eager and torch.compile through the build

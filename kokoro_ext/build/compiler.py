@@ -31,7 +31,7 @@ from tvm.relax.frontend.torch import from_exported_program
 
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
 from kokoro_ext.build.gpu_pipeline import GpuPipelineOptions, get_gpu_pipeline
-from kokoro_ext.build.gpu_target import gpu_target
+from kokoro_ext.build.gpu_target import GpuTarget, gpu_target
 from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
 from kokoro_ext.build.precision import LayerProducts, WeightDtype, int8_weights
 from kokoro_ext.build.stages import StageSpec
@@ -106,7 +106,7 @@ def compile_module(
 def compile_stage(
     spec: StageSpec,
     model: nn.Module,
-    target: str | dict = "llvm",
+    target: str | dict | GpuTarget = "llvm",
     lstm_backend: LstmBackend = "native",
     native_dense: bool = True,
     weight_dtype: WeightDtype = "auto",
@@ -117,8 +117,9 @@ def compile_stage(
     records, for the library's transform (``transform_weights``, on the exported library:
     running a VM on the executable before its export would add a memory scope entry per
     constant to what it saves, and a warning per entry to every load).  ``products``:
-    what its layers on int8 weights multiply in (kokoro_ext.build.precision)."""
-    gpu = gpu_target(parse_target(target))
+    what its layers on int8 weights multiply in (kokoro_ext.build.precision).  ``target``:
+    a GPU target's entry where a word names it (kokoro_ext.build.gpu_target)."""
+    gpu = target if isinstance(target, GpuTarget) else gpu_target(parse_target(target))
     if gpu is not None:
         lstm_backend, native_dense, weight_dtype = "gpu", False, "float32"
     module = spec.module(model)
@@ -139,7 +140,8 @@ def compile_stage(
     )
     transform = None
     if gpu is not None:
-        executable = _compile(mod, gpu.target, gpu.pipeline, seconds)
+        with gpu.codegen():
+            executable = _compile(mod, gpu.target, gpu.pipeline, seconds)
         gpu.check(executable, spec.name)
     else:
         executable = _compile(mod, target, options, seconds)

@@ -117,7 +117,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
     if options.weights_only:
         return rebuild_weights(options, log)
     target = parse_target(options.target)
-    gpu = gpu_target(target)
+    gpu = _gpu(options)
     if gpu is not None:
         gpu.fcompile()  # its toolchain, before minutes of compiling
     elif (cc := linker(target)) is not None:
@@ -337,27 +337,34 @@ def _model(options: BuildOptions) -> nn.Module:
     return build_model(config, weights=resolve_weights(options), seed=options.seed)
 
 
+def _gpu(options: BuildOptions):
+    """The GPU target ``options`` name (by its word: ``cuda`` and ``cuda-sm80`` share a
+    TVM target), None for a CPU."""
+    return gpu_target(options.target) or gpu_target(parse_target(options.target))
+
+
 def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str, StageEntry]:
     """Compile stage ``name`` into ``staging``: its library and its weights; its entry."""
     target = parse_target(options.target)
+    gpu = _gpu(options)
     compiled = compile_stage(
         STAGES[name],
         _model(options),
-        target,
+        gpu or target,
         options.lstm_backend,
         native_dense=options.dense == "native",
         weight_dtype=options.weight_dtype,
         products=_layer_products(options, name),
     )
-    gpu = gpu_target(target)
     file = artifacts.stage_file(name, gpu.library_suffix if gpu else ".so")
     path = staging / file
     cc = linker(target)  # another architecture's: that triple's GCC links it
+    fpack_imports = None
     if gpu is not None:
-        fcompile = gpu.fcompile()
+        fcompile, fpack_imports = gpu.fcompile(), gpu.fpack_imports()
     else:
         fcompile = None if cc is None else cross_compiler(_checked_linker(cc))
-    compiled.executable.export_library(str(path), fcompile=fcompile)
+    compiled.executable.export_library(str(path), fcompile=fcompile, fpack_imports=fpack_imports)
     # the weights as the library that ships computes with them, by its own transform (a
     # cross build's, compiled for this machine: the library does not run here)
     start = time.perf_counter()

@@ -9,10 +9,18 @@ it.  The weight transform still runs on the build machine, compiled for it.
            ``<stage>.wasm`` that tvmjs loads in a browser (kokoro_ext.build.web).  WGSL
            has no 64- or 8-bit integers: the stages' int64 tensors become int32, and so
            do the bool tensors passed between kernels.
+  cuda     NVIDIA GPUs: kernels as machine code (a fatbin nvcc makes at build time, no
+           GPU needed: kokoro_ext.build.cuda), x86-64 host code, one ``<stage>.so`` that
+           TVM's CUDA runtime loads (kokoro_ext.run.cuda).  ``cuda`` holds SASS for every
+           architecture of ``CUDA_ARCHITECTURES`` and compute_90 PTX, which the driver
+           compiles for a later GPU; ``cuda-sm80`` ... ``cuda-sm90`` one architecture
+           each (nvcc's sm_XX, what ``nvidia-smi --query-gpu=compute_cap`` reports as
+           X.Y), a quarter of the kernels' size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +45,14 @@ class GpuTarget:
     pipeline: GpuPipelineOptions
     #: what the manifest tells the loader of the device it needs
     requires: Mapping[str, Any] = field(default_factory=dict)
+    #: CUDA: the architectures whose machine code the kernels hold (sm_XX), and the PTX
+    #: (compute_XX) stored for later ones, or None
+    architectures: tuple[str, ...] = ()
+    ptx: str | None = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.target["kind"] == "cuda"
 
     def add_page(self, directory: Path) -> None:
         """Write what loads the build beside its stages in ``directory``: for webgpu,
@@ -59,13 +75,36 @@ class GpuTarget:
             wgsl.check(executable, stage)
 
     def fcompile(self) -> Callable | None:
-        """``export_library``'s ``fcompile`` for this target's stage libraries."""
+        """``export_library``'s ``fcompile`` for this target's stage libraries; refuses
+        (ValueError) where its toolchain is missing, before any compiling."""
         if self.name == "webgpu":
             from kokoro_ext.build.web import runtime
 
             runtime.emcc()  # refuses with how to install it, before any compiling
             return runtime.link
+        if self.is_cuda:
+            from kokoro_ext.build import cuda
+
+            cuda.nvcc()
         return None
+
+    def fpack_imports(self) -> Callable | None:
+        """``export_library``'s ``fpack_imports``: for CUDA, the kernels compiled to
+        machine code where TVM kept their source (kokoro_ext.build.cuda)."""
+        if self.is_cuda:
+            from kokoro_ext.build import cuda
+
+            return cuda.pack_imports(self.architectures, self.ptx)
+        return None
+
+    def codegen(self) -> contextlib.AbstractContextManager:
+        """What TVM's codegen for this target runs in: for CUDA, our nvcc compile as
+        TVM's compile callback (where TVM's CUDA runtime loads, it compiles at codegen)."""
+        if self.is_cuda:
+            from kokoro_ext.build import cuda
+
+            return cuda.compiling(self.architectures, self.ptx)
+        return contextlib.nullcontext()
 
 
 WEBGPU = GpuTarget(
@@ -79,13 +118,53 @@ WEBGPU = GpuTarget(
     requires={"features": [], "limits": {"maxComputeInvocationsPerWorkgroup": 256}},
 )
 
-GPU_TARGETS: dict[str, GpuTarget] = {t.name: t for t in (WEBGPU,)}
+#: What the plain ``cuda`` target holds machine code for: A100 (sm_80), the RTX 30 and A10
+#: (sm_86), the RTX 40, L4 and L40 (sm_89), H100 and H200 (sm_90).
+CUDA_ARCHITECTURES = ("sm_80", "sm_86", "sm_89", "sm_90")
+#: TVM's CUDA host: x86-64 code for any x86-64 CPU (the host side only launches kernels).
+_CUDA_HOST = {"kind": "llvm", "mtriple": "x86_64-unknown-linux-gnu", "mcpu": "x86-64"}
+
+
+def _cuda(name: str, what: str, architectures: tuple[str, ...], ptx: str | None) -> GpuTarget:
+    return GpuTarget(
+        name=name,
+        what=what,
+        # the codegen's architecture: the oldest the kernels run on
+        target={"kind": "cuda", "arch": architectures[0], "host": _CUDA_HOST},
+        library_suffix=".so",
+        pipeline=GpuPipelineOptions(),  # TVM's fusion depth
+        requires={"architectures": list(architectures), "ptx": ptx},
+        architectures=architectures,
+        ptx=ptx,
+    )
+
+
+CUDA = _cuda(
+    "cuda",
+    "NVIDIA GPUs sm_80 to sm_90 (A100, RTX 30/40, L4, H100) and later through PTX",
+    CUDA_ARCHITECTURES,
+    "compute_90",
+)
+CUDA_PRESETS = tuple(
+    _cuda(f"cuda-{arch.replace('_', '')}", f"NVIDIA GPUs of compute capability "
+          f"{arch[3]}.{arch[4:]} only", (arch,), None)
+    for arch in CUDA_ARCHITECTURES
+)  # fmt: skip
+
+GPU_TARGETS: dict[str, GpuTarget] = {t.name: t for t in (WEBGPU, CUDA, *CUDA_PRESETS)}
 
 
 def gpu_target(target: Mapping[str, Any] | str) -> GpuTarget | None:
-    """The GPU target of a parsed target dict or a --target word, None for a CPU one."""
+    """The GPU target of a parsed target dict or a --target word, None for a CPU one.
+
+    A dict is the entry whose TVM target it is (``cuda`` before ``cuda-sm80``, whose
+    targets are the same: a build names its entry by the word), else the first of its
+    kind."""
     if isinstance(target, str):
         return GPU_TARGETS.get(target.strip())
+    for gpu in GPU_TARGETS.values():
+        if dict(gpu.target) == dict(target):
+            return gpu
     kind = target.get("kind")
     for gpu in GPU_TARGETS.values():
         if gpu.target["kind"] == kind:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import tvm_ffi
 
-from kokoro_ext.run import native
+from kokoro_ext.run import cuda, native
 from kokoro_ext.run.threads import configure_thread_pool
 from kokoro_ext.run.weights import ALIGN
 
@@ -40,22 +40,36 @@ TRANSFORM_PARAMS = "main_transform_params"
 #: requests of exactly their size, and with symbolic lengths nearly every call has sizes
 #: of its own: that pool would only grow.
 _CPU, _NAIVE_ALLOCATOR = 1, 1
-def load_library(path: str | Path) -> tvm_ffi.Module:
-    """A compiled stage library (a shared object: the runtime's loader, no compiler)."""
+#: Where a stage runs: this CPU, or CUDA device 0 (a CUDA build: kokoro_ext.run.cuda).
+Device = Literal["cpu", "cuda"]
+
+def load_library(path: str | Path, device: Device = "cpu") -> tvm_ffi.Module:
+    """A compiled stage library (a shared object: the runtime's loader, no compiler); for
+    ``device`` "cuda", after TVM's CUDA runtime (kokoro_ext.run.cuda), which loads its
+    kernels."""
     native.load_runtime()
+    if device == "cuda":
+        cuda.load_runtime()
     return tvm_ffi.load_module(str(path))
 
 
-def load_vm(library: Any) -> tvm_ffi.Module:
-    """A Relax VM (naive allocator, this CPU) over ``library``: a loaded stage library, or
-    a ``tvm.runtime.Executable`` fresh from ``tvm.compile`` (tests, comparisons)."""
+def load_vm(library: Any, device: Device = "cpu") -> tvm_ffi.Module:
+    """A Relax VM over ``library``: a loaded stage library, or a ``tvm.runtime.Executable``
+    fresh from ``tvm.compile`` (tests, comparisons).  On this CPU with the naive
+    allocator, or on CUDA device 0 (kokoro_ext.run.cuda.vm_devices)."""
     native.load_runtime()
-    configure_thread_pool()  # before TVM creates its pool: one thread per core
-    native.load()  # the native kernels must be registered before the VM resolves them
+    if device == "cuda":
+        cuda.load_runtime()
+    else:
+        configure_thread_pool()  # before TVM creates its pool: one thread per core
+        native.load()  # the native kernels must be registered before the VM resolves them
     if hasattr(library, "jit"):  # an Executable: its module (no import of tvm here)
         library = library.jit()
     vm = library["vm_load_executable"]()
-    vm["vm_initialization"](_CPU, 0, _NAIVE_ALLOCATOR)
+    if device == "cuda":
+        vm["vm_initialization"](*cuda.vm_devices())
+    else:
+        vm["vm_initialization"](_CPU, 0, _NAIVE_ALLOCATOR)
     return vm
 
 
@@ -89,18 +103,27 @@ class StageRunner:
     kokoro_ext.build.compiler.compile_module).
     """
 
-    def __init__(self, executable: Any, weights: Sequence[np.ndarray] = ()):
-        self._vm = load_vm(executable)
+    def __init__(
+        self, executable: Any, weights: Sequence[np.ndarray] = (), device: Device = "cpu"
+    ):
+        self._vm = load_vm(executable, device)
         self._main = self._vm["main"]
+        self._device = device
         # DLPack: memory-mapped weights reach main without a copy (their pages are read
-        # from the file when a kernel first touches them)
-        self._weights = [to_tensor(w, copy=False) for w in weights]
+        # from the file when a kernel first touches them); on a GPU, copied there once
+        self._weights = [self._input(to_tensor(w, copy=False)) for w in weights]
+
+    def _input(self, tensor: tvm_ffi.Tensor) -> tvm_ffi.Tensor:
+        return cuda.to_device(tensor) if self._device == "cuda" else tensor
+
+    def _output(self, tensor: tvm_ffi.Tensor) -> np.ndarray:
+        return to_numpy(cuda.to_host(tensor) if self._device == "cuda" else tensor)
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
-        out = self._main(*(to_tensor(_numpy(a)) for a in args), *self._weights)
+        out = self._main(*(self._input(to_tensor(_numpy(a))) for a in args), *self._weights)
         if isinstance(out, tvm_ffi.Tensor):
-            return [to_numpy(out)]
-        return [to_numpy(o) for o in out]
+            return [self._output(out)]
+        return [self._output(o) for o in out]
 
 
 class NamedStage:

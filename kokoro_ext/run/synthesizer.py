@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kokoro_ext.run import artifacts, contract, cpu, native
+from kokoro_ext.run import artifacts, contract, cpu, cuda, native
 from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
@@ -77,13 +77,20 @@ def check_speed(speed: float) -> None:
 
 
 def check_cpu(manifest: Manifest, host: cpu.HostCPU | None = None) -> None:
-    """ValueError if the build's code uses instructions ``host`` (this CPU) lacks.
+    """ValueError if the build's code cannot run on this machine: for a CPU build, if it
+    uses instructions ``host`` (this CPU) lacks; for a CUDA build, without a GPU that
+    runs its kernels (kokoro_ext.run.cuda.check_device).
 
-    The target's architecture (its ``mtriple``, where it has one) against the host's, then
-    the manifest's ``cpu_features`` (the build side's LLVM computed them for its target)
-    against the host's CPU flags: no LLVM here.
+    The target's architecture (its ``mtriple``, where it has one; a CUDA build's host
+    code's) against the host's, then the manifest's ``cpu_features`` (the build side's
+    LLVM computed them for its target) against the host's CPU flags: no LLVM here.
     """
     kind = manifest.target.get("kind")
+    if kind == "cuda":
+        host_target = manifest.target.get("host") or {}
+        cpu.check_architecture(host_target.get("mtriple"), "these artifacts' host code was", host)
+        cuda.check_device(manifest.requires)
+        return
     if kind != "llvm":
         raise ValueError(
             f"these artifacts were compiled for {kind}, not for a CPU: a webgpu build runs "
@@ -153,11 +160,14 @@ class Synthesizer:
         with self._load_locks[name]:  # two threads' first use of a stage must load it once
             if name not in self._runners:
                 artifacts.verify(self.directory, self.manifest, [entry.file, entry.weights.file])
-                library = load_library(self.directory / entry.file)
+                device = "cuda" if self.manifest.target.get("kind") == "cuda" else "cpu"
+                library = load_library(self.directory / entry.file, device)
                 arrays = load_weights(self.directory / entry.weights.file, entry.weights.tensors)
                 signature = entry.signature
                 self._runners[name] = NamedStage(
-                    StageRunner(library, arrays), signature.input_names, signature.output_names
+                    StageRunner(library, arrays, device),
+                    signature.input_names,
+                    signature.output_names,
                 )
             return self._runners[name]
 

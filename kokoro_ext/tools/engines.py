@@ -25,20 +25,26 @@ from kokoro_ext.run.runner import NamedStage
 
 
 def _as_numpy(out) -> list[np.ndarray]:
-    return [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
+    return [o.cpu().numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
 
 
 def torch_provider(
-    model: nn.Module, compile: bool = False, dtype: torch.dtype = torch.float32
+    model: nn.Module,
+    compile: bool = False,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
 ) -> StageProvider:
     """Stage modules in PyTorch, eager or through ``torch.compile`` (one per stage).
 
     ``dtype=torch.float64`` runs copies of the stages and their floating inputs in
     float64 (kokoro_ext.tools.validate's exact reference); outputs come back in float64.
+    ``device``: where they run (``cuda``: copies on the GPU, inputs copied there and
+    outputs back, as a CUDA build's runner does).
     """
     modules = {name: spec.module(model).eval() for name, spec in STAGES.items()}
-    if dtype != torch.float32:
-        modules = {name: copy.deepcopy(m).to(dtype) for name, m in modules.items()}
+    if dtype != torch.float32 or device != "cpu":
+        modules = {name: copy.deepcopy(m).to(dtype=dtype, device=device)
+                   for name, m in modules.items()}  # fmt: skip
     if compile:
         # each length is a new static shape: allow a recompile for each one
         torch._dynamo.config.cache_size_limit = 64
@@ -46,7 +52,7 @@ def torch_provider(
 
     def provider(name: str) -> StageFn:
         def run(*args):
-            tensors = [torch.from_numpy(np.asarray(a)) for a in args]
+            tensors = [torch.from_numpy(np.asarray(a)).to(device) for a in args]
             tensors = [t.to(dtype) if t.is_floating_point() else t for t in tensors]
             with torch.no_grad():
                 return _as_numpy(modules[name](*tensors))

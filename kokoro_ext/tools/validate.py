@@ -84,13 +84,22 @@ def compare_spectrum(got: np.ndarray, want: np.ndarray) -> Comparison:
 
 
 def validate(
-    synth: Synthesizer, phonemes: str, seed: int = 0, speed: float = 1.0
+    synth: Synthesizer,
+    phonemes: str,
+    seed: int = 0,
+    speed: float = 1.0,
+    device: str = "cpu",
+    model: torch.nn.Module | None = None,
 ) -> list[Comparison]:
-    """Per-stage and end-to-end comparisons of a build against PyTorch (see module doc)."""
+    """Per-stage and end-to-end comparisons of a build against PyTorch (see module doc),
+    PyTorch's stages on ``device`` (``cuda``: a CUDA build against PyTorch on its GPU).
+    ``model``: the build's model, where its checkpoint is not at the path the manifest
+    records (another machine)."""
     built_from = synth.manifest.weights
-    model = build_model(synth.config, weights=built_from.path, seed=built_from.random_seed or 0)
-    eager = torch_provider(model)
-    exact = torch_provider(model, dtype=torch.float64)
+    if model is None:
+        model = build_model(synth.config, weights=built_from.path, seed=built_from.random_seed or 0)
+    eager = torch_provider(model, device=device)
+    exact = torch_provider(model, dtype=torch.float64, device=device)
     results: list[Comparison] = []
 
     def run_both(name: str):

@@ -1,0 +1,159 @@
+"""The CUDA build on a machine without a GPU: the small config for one architecture
+(sm_90) built once for the module, its manifest, the machine code its libraries hold (and
+no CUDA source), the refusal where no GPU or driver is, the schedules; the plain ``cuda``
+target's fatbin (every preset's architecture and PTX) on one stage.  The tests that run
+the kernels need an NVIDIA GPU and skip without one, saying so (bench/gpu.py is the check
+on a GPU machine).
+
+Needs nvcc (the CUDA 13 toolkit): without it these tests skip, saying so; under CI they
+fail instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from kokoro_ext.build import cuda, gpu_pipeline
+from kokoro_ext.build.gpu_target import CUDA, CUDA_ARCHITECTURES, GPU_TARGETS, gpu_target
+from kokoro_ext.build.passes.gpu_schedule import unscheduled_functions
+from kokoro_ext.build.target import parse_target
+from kokoro_ext.run import artifacts
+from kokoro_ext.run import cuda as run_cuda
+from kokoro_ext.run.synthesizer import Synthesizer
+from small_build import build_small
+
+if shutil.which("nvcc") is None and not os.environ.get("CI"):
+    pytest.skip("needs nvcc (the CUDA 13 toolkit)", allow_module_level=True)
+
+
+def _has_gpu() -> bool:
+    try:
+        ctypes.CDLL(run_cuda.DRIVER_NAME)
+        run_cuda.device_architecture(0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+needs_gpu = pytest.mark.skipif(not _has_gpu(), reason="needs an NVIDIA GPU and its driver")
+
+
+@pytest.fixture(scope="module")
+def cuda_build(tmp_path_factory):
+    """The small config for --target cuda-sm90 (random weights, seed 0)."""
+    return build_small(tmp_path_factory.mktemp("cuda"), log=lambda _: None, target="cuda-sm90")
+
+
+def test_cuda_targets_parse():
+    assert gpu_target("cuda") is CUDA
+    assert CUDA.architectures == CUDA_ARCHITECTURES and CUDA.ptx == "compute_90"
+    for arch in CUDA_ARCHITECTURES:
+        preset = GPU_TARGETS[f"cuda-{arch.replace('_', '')}"]
+        assert preset.architectures == (arch,) and preset.ptx is None
+        assert parse_target(preset.name)["arch"] == arch
+    assert parse_target("cuda")["kind"] == "cuda"
+    # TVM's default: no limit below its own on the operators fused into a kernel
+    assert CUDA.pipeline.fuse_depth == 256 and not CUDA.pipeline.wgsl
+
+
+def test_cuda_build_layout(cuda_build):
+    manifest = artifacts.read_manifest(cuda_build)
+    assert manifest.target["kind"] == "cuda" and manifest.target["arch"] == "sm_90"
+    assert manifest.requires == {"architectures": ["sm_90"], "ptx": None}
+    assert manifest.cpu_features == () and manifest.lstm_backend == "gpu"
+    for name, entry in manifest.stages.items():
+        assert entry.file == f"{name}.so"
+        assert all(t.dtype == "float32" for t in entry.weights.tensors)
+        # CUDA has 64-bit integers: the signature is the CPU build's
+        assert "int64" in {t.dtype for t in entry.signature.inputs}
+
+
+def test_cuda_stage_libraries_hold_machine_code_not_source(cuda_build):
+    manifest = artifacts.read_manifest(cuda_build)
+    for name, entry in manifest.stages.items():
+        images = cuda.images(cuda_build / entry.file)
+        assert images, f"{name}: no CUDA module"
+        for image in images:
+            assert image.format == cuda.FATBIN_FORMAT, name
+            assert cuda.architectures_of(image.code) == (["sm_90"], []), name
+            assert b"extern \"C\" __global__" not in image.code, name  # no CUDA source
+
+
+def test_fatbin_for_every_architecture_and_ptx(tmp_path):
+    # the plain target on the source stage (its kernels: sin of long phases)
+    from kokoro_ext.build.compiler import compile_stage
+    from kokoro_ext.build.model import build_model, small_config
+    from kokoro_ext.build.stages import STAGES
+
+    model = build_model(small_config(), weights=None, seed=0)
+    compiled = compile_stage(STAGES["source"], model, CUDA)
+    path = tmp_path / "source.so"
+    compiled.executable.export_library(
+        str(path), fcompile=CUDA.fcompile(), fpack_imports=CUDA.fpack_imports()
+    )
+    (image,) = cuda.images(path)
+    assert cuda.architectures_of(image.code) == (list(CUDA_ARCHITECTURES), ["compute_90"])
+
+
+def test_the_kernels_are_compiled_without_fast_math(tmp_path):
+    command = cuda.nvcc_command(tmp_path / "k.cu", tmp_path / "k.fatbin", ["sm_80", "sm_90"], "compute_90")
+    assert "--use_fast_math" not in command and "--fatbin" in command
+    assert "arch=compute_90,code=compute_90" in command  # the PTX
+    assert "arch=compute_80,code=sm_80" in command
+
+
+@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: the refusal is for one without")
+def test_a_machine_without_gpu_refuses_the_cuda_build(cuda_build):
+    with pytest.raises(ValueError, match="no NVIDIA driver|no CUDA GPU|CUDA 13 runtime"):
+        Synthesizer(cuda_build)
+
+
+def test_an_architecture_the_build_lacks_is_named():
+    requires = {"architectures": ["sm_90"], "ptx": None}
+    assert run_cuda.runs_on("sm_90", requires) and not run_cuda.runs_on("sm_89", requires)
+    every = {"architectures": list(CUDA_ARCHITECTURES), "ptx": "compute_90"}
+    assert run_cuda.runs_on("sm_100", every) and run_cuda.runs_on("sm_120", every)
+    assert not run_cuda.runs_on("sm_75", every)
+
+
+def test_every_function_of_a_cuda_module_is_scheduled():
+    @I.ir_module
+    class Mod:
+        @R.function
+        def main(x: R.Tensor(("n", 64), "float32"), w: R.Tensor((64, 32), "float32")):
+            with R.dataflow():
+                y = R.sin(R.nn.relu(R.matmul(x, w)))
+                R.output(y)
+            return y
+
+    target = tvm.target.Target(dict(CUDA.target))
+    with target:
+        mod = tvm.transform.Sequential(gpu_pipeline.legalize_passes(target))(Mod)
+    assert unscheduled_functions(mod) == []
+
+
+@needs_gpu
+def test_cuda_build_matches_cpu_build(cuda_build, build_dir):
+    from kokoro_ext.run.pipeline import synthesize_ids, voice_style
+    from kokoro_ext.text.g2p import phonemes_to_ids
+
+    phonemes = "həlˈoʊ wˈɜːld"
+    audio = {}
+    for directory in (build_dir[0], cuda_build):
+        synth = Synthesizer(directory)
+        ids = phonemes_to_ids(phonemes, synth.vocab)
+        style = voice_style(synth.voice, len(ids) - 2)
+        trace = synthesize_ids(synth._stage, synth.geometry, ids, style, synth.limits, seed=3)
+        audio[directory] = trace.audio
+    reference, got = audio[build_dir[0]], audio[cuda_build]
+    noise = np.sum((reference.astype(np.float64) - got) ** 2)
+    assert 10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / max(noise, 1e-30)) > 40
