@@ -141,7 +141,7 @@ def _cuda(name: str, what: str, architectures: tuple[str, ...], ptx: str | None)
 
 CUDA = _cuda(
     "cuda",
-    "NVIDIA GPUs sm_80 to sm_90 (A100, RTX 30/40, L4, H100) and later through PTX",
+    "NVIDIA GPUs sm_80 to sm_90: A100, RTX 30/40, L4, H100, H200; later ones through PTX",
     CUDA_ARCHITECTURES,
     "compute_90",
 )

@@ -26,8 +26,9 @@ applies to it (without ``mcpu`` it is LLVM's ``generic`` CPU of that architectur
 instruction features are those the run side can tell on that architecture
 (kokoro_ext.run.cpu.AARCH64_FEATURES).  ``PRESETS`` names common boards and servers.
 
-**GPUs.**  ``webgpu`` (kokoro_ext.build.gpu_target: ``GPU_TARGETS``) is a GPU target: no
-CPU features, a host of its own (wasm32), its own pipeline.
+**GPUs.**  ``webgpu``, ``cuda`` and its presets ``cuda-sm80`` ... ``cuda-sm90``
+(kokoro_ext.build.gpu_target: ``GPU_TARGETS``) are GPU targets: no CPU features, a host
+of their own (wasm32; generic x86-64), their own pipeline.
 
 Every function that looks at the host takes ``host=`` so tests can simulate machines.
 """
