@@ -36,6 +36,7 @@ text only): a check of the script where no GPU is.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import statistics
@@ -47,8 +48,6 @@ HERE = Path(__file__).resolve().parent
 
 
 def prepare(artifacts: Path, out: Path) -> None:
-    import importlib.util
-
     import torch
 
     sys.path.insert(0, str(HERE))
@@ -105,6 +104,12 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool) -> dict:
 
     device = "cpu" if dry_run else "cuda"
     synth = Synthesizer(directory / "artifacts")  # refuses a machine it cannot run on
+    if importlib.util.find_spec("kokoro") is None:
+        # the PyTorch reference is kokoro's KModel (kokoro_ext.build.model)
+        raise SystemExit(
+            "the PyTorch reference needs the kokoro package (0.9.4) and its dependencies "
+            "(transformers, misaki, ...) on this machine; the bundle does not carry them"
+        )
     report: dict = {"device": device, "manifest_target": dict(synth.manifest.target)}
     if device == "cuda":
         from kokoro_ext.run import cuda
