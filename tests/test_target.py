@@ -191,7 +191,7 @@ def test_a_users_mattr_comes_after_the_hosts():
 @pytest.mark.parametrize(
     "text,message",
     [
-        ("cuda", "kind 'cuda' is not supported"),
+        ("rocm", "kind 'rocm' is not supported"),
         ("llvm mcpu", "not of the form -key=value"),
         ("llvm -mcpu=nonsense", "CPU 'nonsense' is unknown to LLVM"),
         ("{kind: llvm", "not valid JSON"),
