@@ -7,6 +7,7 @@ sentences from each JavaScript candidate (run in node) and from
 Candidates:
   text.js      kokoro_ext/web/static/text.js: the project's normalization and tokenizer and
                misaki's G2P ported, misaki's lexicons, espeak-ng (npm phonemizer) for the rest
+  gold-only    text.js with misaki's gold lexicon only (the silver one empty): less to fetch
   espeak-only  text.js with empty lexicons: every word through espeak-ng (misaki's symbols)
   kokoro-js    npm kokoro-js's own phonemize (its normalization, espeak-ng's IPA as is)
 
@@ -14,9 +15,10 @@ Sentence sets: the prose of bench/data/lamplighter.md (in en-us and en-gb) and t
 English entries of tests/data/text_corpus.jsonl that are plain text (plain, numbers,
 dates, abbreviations, long, as-written; not Markdown, SSML, terminal or odd characters,
 which text.js does not read).  Prints, per set and candidate: sentences, exact phoneme
-string match, phoneme character error rate (edit distance / Python's length), and
-whether the ids of matching sentences are Python's; and what the browser fetches for
-each candidate.  Writes text-browser.json/.txt/.png to --out.  Needs node and npm.
+string match, phoneme character error rate (edit distance / Python's length), whether
+the ids of matching sentences are Python's, and how often a sentence's words are the
+words kokoro_ext.run.timestamps reports (their original text); and what the browser
+fetches for each candidate.  Writes text-browser.json/.txt/.png to --out.  Needs node and npm.
 """
 
 from __future__ import annotations
@@ -94,26 +96,35 @@ def distance(a: str, b: str) -> int:
 
 
 def python_front_end(items: list[dict], vocab: dict) -> tuple[list[dict], float]:
+    import text_corpus
+
     from kokoro_ext.text import FrontEnd, phonemes_to_ids
 
     fronts = {code: FrontEnd(code) for code in "ab"}
     code = {v: k for k, v in LANGUAGE.items()}
-    out, start = [], time.perf_counter()
+    out, seconds = [], 0.0
+    text_corpus.CHUNK = 510  # a build's chunks: the words timestamps report, none cut
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # dropped symbols: said once per sentence otherwise
         for item in items:
-            phonemes = fronts[code[item["language"]]].phonemize(item["text"], markdown=False)
-            out.append({"phonemes": phonemes, "ids": phonemes_to_ids(phonemes, vocab)})
-    return out, time.perf_counter() - start
+            front = fronts[code[item["language"]]]
+            start = time.perf_counter()
+            phonemes = front.phonemize(item["text"], markdown=False)
+            seconds += time.perf_counter() - start
+            said = text_corpus.record(front, {"id": 0, "text": item["text"], "markdown": False})
+            out.append({"phonemes": phonemes, "ids": phonemes_to_ids(phonemes, vocab),
+                        "said": said.get("said")})  # fmt: skip
+    return out, seconds
 
 
 def score(reference: list[dict], got: list[dict], items: list[dict]) -> dict:
-    exact = errors = length = ids_differ = failed = 0
+    exact = errors = length = ids_differ = failed = words = 0
     differ = []
     for ref, js, item in zip(reference, got, items):
         if "error" in js:
             failed += 1
             js = {"phonemes": ""}
+        words += [w["text"] for w in js.get("words", [])] == ref["said"]
         d = distance(ref["phonemes"], js["phonemes"])
         errors, length = errors + d, length + len(ref["phonemes"])
         if d == 0:
@@ -124,7 +135,7 @@ def score(reference: list[dict], got: list[dict], items: list[dict]) -> dict:
     times = [js["ms"] for js in got if "ms" in js]
     return {
         "sentences": len(items), "exact": exact / len(items), "cer": errors / max(length, 1),
-        "ids_differ": ids_differ, "failed": failed,
+        "ids_differ": ids_differ, "failed": failed, "words": words / len(items),
         "median_ms": statistics.median(times) if times else None, "differ": differ,
     }  # fmt: skip
 
@@ -142,13 +153,18 @@ def run(args: argparse.Namespace) -> dict:
     sets = sentence_sets(args.first)
     result: dict = {"sets": {}, "sizes": {}}
     with tempfile.TemporaryDirectory(prefix="text-browser-") as tmp:
-        full, bare = Path(tmp) / "text.js", Path(tmp) / "espeak-only"
-        modules = {"text.js": text.site(full, vocab), "espeak-only": text.site(bare, vocab)}
-        for language in text.LEXICONS:  # espeak-only: the lexicons empty
+        full, gold, bare = Path(tmp) / "text.js", Path(tmp) / "gold-only", Path(tmp) / "espeak-only"
+        modules = {"text.js": text.site(full, vocab), "gold-only": text.site(gold, vocab),
+                   "espeak-only": text.site(bare, vocab)}  # fmt: skip
+        for language in text.LEXICONS:
+            lexicon = json.loads((gold / f"lexicon-{language}.json").read_text())
+            (gold / f"lexicon-{language}.json").write_text(
+                json.dumps({"gold": lexicon["gold"], "silver": {}}, ensure_ascii=False, separators=(",", ":")))
             (bare / f"lexicon-{language}.json").write_text('{"gold":{},"silver":{}}')
         modules["kokoro-js"] = kokoro_js_module(full)
         result["sizes"] = {
             "text.js": sizes(full, ["text.js", "lexicon-en-us.json", "lexicon-en-gb.json", "phonemizer.js"]),
+            "gold-only": sizes(gold, ["text.js", "lexicon-en-us.json", "lexicon-en-gb.json", "phonemizer.js"]),
             "espeak-only": sizes(full, ["text.js", "phonemizer.js"]),
             "kokoro-js": sizes(full, ["kokoro-js.mjs", "phonemizer.js"]),
         }  # fmt: skip
@@ -164,14 +180,17 @@ def run(args: argparse.Namespace) -> dict:
 
 def format_tables(result: dict) -> str:
     lines = ["text front end in node vs Python (kokoro_ext.text.FrontEnd): phonemes per sentence", "",
-             f"{'set':14} {'candidate':12} {'n':>4} {'exact':>7} {'CER':>7} {'ids≠':>5} {'failed':>6} {'ms/sent':>8}"]  # fmt: skip
+             f"{'set':14} {'candidate':12} {'n':>4} {'exact':>7} {'CER':>7} {'ids≠':>5} {'words':>7} {'failed':>6} {'ms/sent':>8}"]  # fmt: skip
     for name, by in result["sets"].items():
         for candidate, s in by.items():
             if candidate == "python_ms":
                 continue
             lines.append(f"{name:14} {candidate:12} {s['sentences']:4} {s['exact']:7.1%} {s['cer']:7.2%} "
-                         f"{s['ids_differ']:5} {s['failed']:6} {s['median_ms']:8.1f}")  # fmt: skip
-        lines.append(f"{name:14} {'(python)':12} {'':4} {'':7} {'':7} {'':5} {'':6} {by['python_ms']:8.1f}")
+                         f"{s['ids_differ']:5} {s['words']:7.1%} {s['failed']:6} {s['median_ms']:8.1f}")  # fmt: skip
+        lines.append(f"{name:14} {'(python)':12} {'':4} {'':7} {'':7} {'':5} {'':7} {'':6} {by['python_ms']:8.1f}")
+    lines += ["", "exact: phoneme strings equal; CER: edit distance / Python's length; ids≠: exact",
+              "sentences whose ids differ; words: the sentence's words as timestamps report them;",
+              "ms/sent: median in node (the first sentence loads the lexicon and espeak-ng)"]
     lines += ["", "what the browser fetches (bytes, gzip -9):"]
     for candidate, files in result["sizes"].items():
         total = sum(f["gzip"] for name, f in files.items() if "en-gb" not in name)
@@ -193,8 +212,8 @@ def plot(result: dict, path: Path) -> None:
     for k, (metric, title) in enumerate([("exact", "exact match (sentences)"), ("cer", "character error rate")]):
         for i, candidate in enumerate(candidates):
             values = [result["sets"][n][candidate][metric] for n in names]
-            axes[k].bar([x + i * 0.27 for x in range(len(names))], values, 0.27, label=candidate)
-        axes[k].set_xticks([x + 0.27 for x in range(len(names))], names, fontsize=8)
+            axes[k].bar([x + i * 0.2 for x in range(len(names))], values, 0.2, label=candidate)
+        axes[k].set_xticks([x + 0.3 for x in range(len(names))], names, fontsize=8)
         axes[k].set_title(title)
     axes[0].legend()
     fig.suptitle("browser text front end vs Python")

@@ -40,7 +40,8 @@ class Spanned {
     this.spans = spans ?? Array.from(text, (_, i) => [i, i + 1]);
   }
 
-  // String.replace with a function, the new characters spanning what they replace
+  // String.replace with a function, the new characters spanning what they replace; the
+  // function may return [[text, from, to], ...]: each text spans the match's [from, to)
   sub(pattern, replace) {
     let text = "", spans = [], last = 0;
     for (const m of this.text.matchAll(pattern)) {
@@ -49,10 +50,12 @@ class Spanned {
       const start = m.index, end = m.index + m[0].length;
       text += this.text.slice(last, start);
       spans.push(...this.spans.slice(last, start));
-      const lo = this.spans[start]?.[0] ?? this.spans[start - 1]?.[1] ?? 0;
-      const hi = end > start ? this.spans[end - 1][1] : lo;
-      text += out;
-      for (let i = 0; i < out.length; i++) spans.push([lo, hi]);
+      for (const [part, from, to] of Array.isArray(out) ? out : [[out, 0, end - start]]) {
+        const lo = this.spans[start + from]?.[0] ?? this.spans[start - 1]?.[1] ?? 0;
+        const hi = to > from ? this.spans[start + to - 1][1] : lo;
+        text += part;
+        for (let i = 0; i < part.length; i++) spans.push([lo, hi]);
+      }
       last = end;
     }
     if (last === 0) return this;
@@ -233,7 +236,10 @@ const RULES = [
     } else {
       words = `${cardinal(whole, lang)} and ${num === 1 ? "a" : cardinal(num, lang)} ${name}` + (unit ? ` ${unit[1]}` : "");
     }
-    return words + (unit || !unitText ? "" : space + unitText);
+    if (unit || !unitText) return words;
+    // a word after the fraction that is not a unit is kept as written, over its own text
+    const cut = m[0].length - space.length - unitText.length;
+    return [[words, 0, cut], [space, cut, cut + space.length], [unitText, cut + space.length, m[0].length]];
   }],
   [r(`\\b(?<hour>\\d{1,2}):(?<minute>\\d{2})(?::(?<second>\\d{2}))?(?:\\s*(?<ampm>${AMPM}))?`), (m, lang) => {
     const hour = +m.groups.hour, minute = +m.groups.minute, { ampm, second } = m.groups;
@@ -282,8 +288,8 @@ const RULES = [
   [r(`(?<![${W}.,])[-−]?(?:${NUMBER})(?![${W}]|[.,]\\d)`), (m, lang) => spellNumber(m[0], lang)],
   // "Main St." is a street, "St. Louis" a saint
   // (JS never lets an optional group match empty: "(?:(?<end>...)|)", not "(?<end>...)?")
-  [r("\\b(?<name>[A-Z][a-z]+)\\s+St\\.(?:(?<end>\\s*$)|)(?=\\s+[a-z\\d]|[,;:!?)]|$)"),
-    (m) => m.groups.name + " Street" + (m.groups.end !== undefined ? "." : "")],
+  [r("(?<=\\b[A-Z][a-z]+\\s+)St\\.(?:(?<end>\\s*$)|)(?=\\s+[a-z\\d]|[,;:!?)]|$)"),
+    (m) => "Street" + (m.groups.end !== undefined ? "." : "")],  // "Street" spans "St."
   [r(`\\b(?:(?<title>${Object.keys(TITLES).join("|")})\\.(?=\\s+[A-Z])|(?<always>Mr|Mrs|Ms|Dr|Prof)\\.(?=\\s))`),
     (m) => TITLES[m.groups.title ?? m.groups.always]],
   [r(`(?<![${W}.])(?<abbr>${Object.keys(ABBREVIATIONS).map(esc).join("|")})(?:(?<last>(?=\\s*$))|(?<capital>(?=\\s+[A-Z]))|)`), (m) => {
@@ -819,8 +825,9 @@ function readLinks(text, features) {
     else if (f.length > 1 && f[0] === "/" && f.at(-1) === "/") f = "/" + f.slice(1).replace(/\/+$/, "");
     else if (f.length > 1 && f[0] === "#" && f.at(-1) === "#") f = "#" + f.slice(1).replace(/#+$/, "");
     else f = null;
-    if (f !== null) features.push({ start: text.spans[m.index][0], end: text.spans[m.index + m[0].length - 1][1], f });
-    return m[1];
+    const at = m.index + 1, end = at + m[1].length;  // the link's text, over its own characters
+    if (f !== null) features.push({ start: text.spans[at][0], end: text.spans[end - 1][1], f });
+    return [[m[1], 1, 1 + m[1].length]];
   });
 }
 
