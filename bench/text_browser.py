@@ -124,12 +124,12 @@ def score(reference: list[dict], got: list[dict], items: list[dict]) -> dict:
         if "error" in js:
             failed += 1
             js = {"phonemes": ""}
-        words += [w["text"] for w in js.get("words", [])] == ref["said"]
+        words += [w["text"] for w in js.get("words") or []] == ref["said"]
         d = distance(ref["phonemes"], js["phonemes"])
         errors, length = errors + d, length + len(ref["phonemes"])
         if d == 0:
             exact += 1
-            ids_differ += js.get("ids", ref["ids"]) != ref["ids"]
+            ids_differ += js.get("ids", ref["ids"]) != ref["ids"]  # kokoro-js makes none
         else:
             differ.append({"text": item["text"], "python": ref["phonemes"], "js": js["phonemes"]})
     times = [js["ms"] for js in got if "ms" in js]
@@ -215,7 +215,7 @@ def plot(result: dict, path: Path) -> None:
             axes[k].bar([x + i * 0.2 for x in range(len(names))], values, 0.2, label=candidate)
         axes[k].set_xticks([x + 0.3 for x in range(len(names))], names, fontsize=8)
         axes[k].set_title(title)
-    axes[0].legend()
+    axes[0].legend(loc="center left", fontsize=8)
     fig.suptitle("browser text front end vs Python")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

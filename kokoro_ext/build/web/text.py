@@ -73,7 +73,7 @@ for (const { text, language } of JSON.parse(readFileSync(input, "utf8"))) {
   const t0 = performance.now();
   try {
     const r = await phonemize(text, { language });
-    out.push({ phonemes: r.phonemes, ids: Array.from(r.ids ?? []), words: r.words ?? [], ms: performance.now() - t0 });
+    out.push({ phonemes: r.phonemes, ids: r.ids && Array.from(r.ids), words: r.words, ms: performance.now() - t0 });
   } catch (e) {
     out.push({ error: String(e?.stack ?? e) });
   }

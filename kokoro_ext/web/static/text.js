@@ -12,6 +12,7 @@
 //   const {phonemes, ids, words} = await phonemize("Hello there.", {language: "en-us"});
 //
 // words: [{text, phonemes, start, end}], start/end UTF-16 offsets into the text given.
+// English only; text is read as written (no Markdown or SSML; misaki's links are read).
 
 const BASE = new URL(".", import.meta.url);
 
@@ -712,7 +713,7 @@ const E2M_US = [["oʊ", "O"], ["ɜːɹ", "ɜɹ"], ["ɜː", "ɜɹ"], ["ɪə", "i�
 
 const MARKS = /^[;:,.!?¡¿—…"«»“”(){}[\]]+$/;
 async function espeak(text, british, phonemizerURL) {
-  const { phonemize } = await once(`espeak:${phonemizerURL}`, () => import(phonemizerURL));
+  const { phonemize } = await once(`module:${phonemizerURL}`, () => import(phonemizerURL));
   // python phonemizer's preserve_punctuation: the marks kept where they stand ("St." is
   // "sənt."); npm phonemizer drops them
   // "en" (espeak-ng's British voice): npm phonemizer 1.2.1 set to "en-gb" after "en-us"
@@ -973,11 +974,7 @@ export async function phonemize(text, { language = "en-us", vocab = null, base =
     new Lexicon(await readJSON(`lexicon-${language}.json`, base), british));
   vocab ??= (await once(`config:${base}`, () => readJSON("config.json", base))).vocab;
   const phonemizerURL = new URL("phonemizer.js", base).href;
-  const memo = new Map();  // espeak per word, once per call
-  const fallback = async (word) => {
-    if (!memo.has(word)) memo.set(word, await espeak(word, british, phonemizerURL));
-    return memo.get(word);
-  };
+  const fallback = (word) => once(`word:${language}:${word}`, () => espeak(word, british, phonemizerURL));
   const features = [];
   const normal = normalize(readLinks(new Spanned(text), features), british ? "b" : "a");
   const tokens = await g2p(withFeatures(tokenize(normal.text).map((t) => ({
