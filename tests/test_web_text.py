@@ -1,9 +1,11 @@
 """The browser's English text front end (kokoro_ext/web/static/text.js), run in node,
-against the Python front end on the same sentences: phonemes, token ids and the words'
-offsets into the text.  bench/text_browser.py measures the same on 750 sentences.
+against the Python front end on the same sentences: phonemes, token ids and the words
+timestamps report; and as a page loads it, in headless Chromium from a static folder.
+bench/text_browser.py measures the same on 750 sentences.
 
-Needs node and npm (npm fetches the pinned espeak-ng module once into the cache).
-Elsewhere these tests skip, saying which is missing; under CI they fail instead.
+Needs node and npm (npm fetches the pinned espeak-ng module once into the cache), and
+for the page Chromium and playwright (as tests/test_browser.py).  Elsewhere these tests
+skip, saying which is missing; under CI they fail instead.
 """
 
 from __future__ import annotations
@@ -76,11 +78,11 @@ def results(tmp_path_factory):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected = [fronts[i["language"]].phonemize(i["text"], markdown=False) for i in items]
-    return items, got, expected
+    return items, got, expected, module
 
 
 def test_phonemes_agree_with_the_python_front_end(results):
-    items, got, expected = results
+    items, got, expected, _ = results
     assert len(items) >= 30
     assert not [g["error"] for g in got if "error" in g]
     exact = sum(g["phonemes"] == e for g, e in zip(got, expected)) / len(items)
@@ -92,7 +94,7 @@ def test_phonemes_agree_with_the_python_front_end(results):
 
 
 def test_ids_are_pythons_for_the_same_phonemes(results):
-    items, got, expected = results
+    items, got, expected, _ = results
     for g, e in zip(got, expected):
         if g["phonemes"] == e:
             assert g["ids"] == phonemes_to_ids(e, VOCAB)
@@ -102,7 +104,7 @@ def test_ids_are_pythons_for_the_same_phonemes(results):
 def test_words_are_the_words_timestamps_report(results, monkeypatch):
     """words: what kokoro_ext.run.timestamps reports for the same text (the corpus's
     "said": each written word once, "$16 million" one word), at offsets into the text."""
-    items, got, _ = results
+    items, got, _, _ = results
     monkeypatch.setattr(text_corpus, "CHUNK", 510)  # a build's chunks: no word cut in two
     fronts = {"en-us": FrontEnd("a"), "en-gb": FrontEnd("b")}
     differ = []
@@ -117,6 +119,51 @@ def test_words_are_the_words_timestamps_report(results, monkeypatch):
         if [w["text"] for w in words] != said:
             differ.append((said, [w["text"] for w in words]))
     assert len(differ) <= len(items) // 10, "\n".join(f"{a}\n{b}" for a, b in differ)
+
+
+def test_it_runs_in_chromium_from_a_static_folder(results):
+    """text.js as a page loads it: an ES module from a static host, no bundler, its
+    lexicon and espeak-ng fetched beside it (a word outside the lexicon: "zyxqwv")."""
+    from kokoro_ext.tools import browser
+
+    try:
+        from playwright.sync_api import sync_playwright
+
+        executable = browser.chromium()
+    except (ImportError, browser.BrowserUnavailable) as err:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"needs Chromium and playwright: {err}")
+    items = [{"text": "Dr. Smith paid $5.50 for Harrowgate's zyxqwv lamp.", "language": "en-us"},
+             {"text": "The colour of the lamp.", "language": "en-gb"}]  # fmt: skip
+    folder = Path(results[3]).parent
+    server = browser.StaticServer(folder)
+    try:
+        with sync_playwright() as playwright:
+            chrome = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+            page = chrome.new_page()
+            page.goto(server.url + "config.json")  # same origin as the module
+            got = page.evaluate(
+                """async ([base, items]) => {
+                  const { phonemize } = await import(base + "text.js");
+                  const out = [];
+                  for (const { text, language } of items) {
+                    const r = await phonemize(text, { language });
+                    out.push({ phonemes: r.phonemes, ids: Array.from(r.ids) });
+                  }
+                  return out;
+                }""",
+                [server.url, items],
+            )
+            chrome.close()
+    finally:
+        server.close()
+    fronts = {"en-us": FrontEnd("a"), "en-gb": FrontEnd("b")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = [fronts[i["language"]].phonemize(i["text"], markdown=False) for i in items]
+    assert [g["phonemes"] for g in got] == expected
+    assert [g["ids"] for g in got] == [phonemes_to_ids(e, VOCAB) for e in expected]
 
 
 if __name__ == "__main__":
