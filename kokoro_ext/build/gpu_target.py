@@ -60,9 +60,10 @@ class GpuTarget:
         from any static host."""
         if self.name != "webgpu":
             return
-        from kokoro_ext.build.web import runtime
+        from kokoro_ext.build.web import runtime, text
 
         shutil.copyfile(runtime.tvmjs_script(), directory / runtime.TVMJS_FILE)
+        text.add_files(directory)  # text.js's espeak-ng and lexicons
         for file in sorted(STATIC.iterdir()):
             if file.is_file():
                 shutil.copyfile(file, directory / file.name)

@@ -154,26 +154,32 @@ TVMJS_FILE = "tvmjs.js"
 def tvmjs_script() -> Path:
     """tvmjs's script (its ``lib/index.js``, a UMD bundle that defines ``tvmjs``), from
     npm into the cache once."""
-    target = cache.cache_dir() / "web" / f"tvmjs-{TVMJS_SHA256[:12]}.js"
+    return npm_file(TVMJS_PACKAGE, TVMJS_SHA256, "lib/index.js", "tvmjs")
+
+
+def npm_file(package: str, sha256: str, member: str, name: str) -> Path:
+    """The file ``member`` of npm's tarball of ``package`` (name@version), checked
+    against the tarball's ``sha256``, copied into the cache once as ``name-<sha>.js``."""
+    target = cache.cache_dir() / "web" / f"{name}-{sha256[:12]}.js"
     if target.is_file():
         return target
     if shutil.which("npm") is None:
-        raise ToolchainError(f"npm is not on PATH: a browser build ships {TVMJS_PACKAGE} from npm")
+        raise ToolchainError(f"npm is not on PATH: a browser build ships {package} from npm")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tvmjs-") as tmp:
-        out = subprocess.run(["npm", "pack", TVMJS_PACKAGE, "--silent"], cwd=tmp,
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+        out = subprocess.run(["npm", "pack", package, "--silent"], cwd=tmp,
                              capture_output=True, text=True)  # fmt: skip
         tarballs = sorted(Path(tmp).glob("*.tgz"))
         if out.returncode != 0 or len(tarballs) != 1:
-            raise ToolchainError(f"npm pack {TVMJS_PACKAGE} failed: {out.stderr.strip()[-500:]}")
+            raise ToolchainError(f"npm pack {package} failed: {out.stderr.strip()[-500:]}")
         digest = hashlib.sha256(tarballs[0].read_bytes()).hexdigest()
-        if digest != TVMJS_SHA256:
-            raise ToolchainError(f"{TVMJS_PACKAGE}'s tarball has SHA-256 {digest}, expected {TVMJS_SHA256}")
+        if digest != sha256:
+            raise ToolchainError(f"{package}'s tarball has SHA-256 {digest}, expected {sha256}")
         with tarfile.open(tarballs[0]) as tar:
-            member = tar.extractfile("package/lib/index.js")
-            if member is None:
-                raise ToolchainError(f"{TVMJS_PACKAGE} has no lib/index.js")
+            file = tar.extractfile(f"package/{member}")
+            if file is None:
+                raise ToolchainError(f"{package} has no {member}")
             partial = target.with_suffix(".part")
-            partial.write_bytes(member.read())
+            partial.write_bytes(file.read())
             partial.replace(target)
     return target
