@@ -41,6 +41,8 @@ COMPONENT_TESTS=(
   "python/tvm/relax/block_builder.py tests/python/relax/test_blockbuilder_*.py tests/python/relax/test_transform_legalize_ops*.py"
   "python/tvm/relax/frontend/torch/ tests/python/relax/test_frontend_from_exported_program.py tests/python/relax/test_frontend_from_fx.py tests/python/relax/test_frontend_dynamo.py"
   "python/tvm/relax/transform/ tests/python/relax/test_backend_transform_shape_lower.py tests/python/relax/test_vm_build.py tests/python/relax/test_transform_bind_symbolic_vars.py"
+  "python/tvm/topi/gpu/ tests/python/relax/test_backend_dispatch_sort_scan.py tests/python/relax/test_backend_dispatch_sampling.py"
+  "python/tvm/s_tir/dlight/ tests/python/s_tir/dlight/test_gpu_*.py"
   "python/tvm/topi/ tests/python/topi/test_*.py tests/python/relax/test_transform_legalize_ops*.py tests/python/relax/test_fast_math_transform.py tests/python/relax/test_e2e_op_dynamic.py"
 )
 
