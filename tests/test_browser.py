@@ -26,9 +26,10 @@ if _missing and not os.environ.get("CI"):
     pytest.skip(f"needs {', '.join(_missing)}", allow_module_level=True)
 
 PHONEMES = "həlˈoʊ wˈɜːld"  # "hello world": 14 tokens, 31 frames with the random weights
-#: The whole synthesis in the browser: 6 frames.  SwiftShader runs the decoder at about
-#: 25 s a frame (its convolutions a thread per output; measured: 31 frames in 789 s).
-SHORT = "ʌ"
+#: What the page speaks: 5 frames at twice the speed with the random weights.  SwiftShader
+#: runs the decoder at about 25 s a frame (its convolutions a thread per output; measured:
+#: 31 frames in 789 s).
+TYPED, TYPED_SPEED = "Oh.", 2
 
 
 def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
@@ -110,6 +111,30 @@ def test_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
         assert error <= BOUNDS[stage][name], (name, error)
 
 
+def test_source_of_long_phases_in_browser_matches_cpu(browser, cpu_trace):
+    """A voice held at 220 Hz for 4 s: its 9th harmonic's phase reaches 50,000 radians,
+    where a float32 step is 0.004 radians and the browser's sine and the CPU's libm part
+    (measured: 58.5 dB).  The spectrum is compared as complex numbers: a phase near pi may
+    come out as -pi, the same number (kokoro_ext.tools.validate.compare_spectrum)."""
+    from kokoro_ext.tools.validate import compare_spectrum
+    from kokoro_ext.run.noise import source_noise
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = cpu_trace
+    frames = 160
+    samples = synth.geometry.samples_per_frame * frames
+    f0_per_frame = trace.stages["prosody"]["F0"].shape[1] // trace.frames
+    inputs = {
+        "F0": np.full((1, f0_per_frame * frames), 220, np.float32),
+        "lengths": np.array([frames], dtype=np.int64),
+        "noise": source_noise(3, 1, samples, synth.geometry.harmonics),
+    }
+    want = synth._stage("source")(**inputs)["spectrum"]
+    manifest = artifacts.read_manifest(browser.directory)
+    got = browser_stages(browser, manifest)("source")(**inputs)["spectrum"]
+    assert compare_spectrum(got, want).snr_db >= 50
+
+
 def _stage_inputs(trace, synth, stage):
     """What the CPU run gave ``stage``, from its trace (the stages' outputs) and the host
     steps, recomputed as kokoro_ext.run.pipeline does."""
@@ -134,15 +159,51 @@ def _stage_inputs(trace, synth, stage):
     return {"F0": prosody["F0"], "lengths": lengths, "noise": noise}
 
 
-def test_whole_synthesis_in_browser(browser, build_dir):
-    """Every stage computed in the browser, the decoder too, the host steps in Python:
-    the audio of the CPU build, to 40 dB."""
-    from kokoro_ext.tools.browser import browser_stages
+def test_page_speaks_typed_text(browser, build_dir):
+    """The demo page speaks typed text, everything in the browser: text.js's phonemes,
+    host.js's durations, alignment and noise, the four stages; an <audio> of the speech's
+    length; the CPU build's audio for the same ids, to 40 dB."""
+    import warnings
 
-    synth, ids, style, trace = _cpu_trace(build_dir, SHORT)
-    manifest = artifacts.read_manifest(browser.directory)
-    got = synthesize_ids(browser_stages(browser, manifest), synth.geometry, ids, style,
-                         synth.limits, seed=3)  # fmt: skip
-    np.testing.assert_array_equal(got.durations, trace.durations)
-    assert got.audio.shape == trace.audio.shape
-    assert snr_db(trace.audio, got.audio) >= 40
+    from kokoro_ext.text import FrontEnd
+
+    page = browser.open_page()
+    assert page.evaluate("() => window.kokoroPage.error") is None
+    got = page.evaluate(
+        """async ([text, speed]) => {
+          const r = await window.kokoroPage.speak(text, { speed, live: false });
+          const audio = document.getElementById("audio");
+          if (audio.readyState < 1) await new Promise((ok) => (audio.onloadedmetadata = ok));
+          return { audio: Array.from(r.audio), duration: audio.duration,
+                   chunks: r.chunks.map((c) => ({ ids: Array.from(c.ids), words: c.words,
+                                                  durations: Array.from(c.durations) })) };
+        }""",
+        [TYPED, TYPED_SPEED],
+    )
+    (chunk,) = got["chunks"]
+    synth = Synthesizer(build_dir[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        phonemes = FrontEnd("a").phonemize(TYPED, markdown=False)
+    assert chunk["ids"] == phonemes_to_ids(phonemes, synth.vocab)
+    assert [w["text"] for w in chunk["words"]] == ["Oh."]
+    trace = synthesize_ids(synth._stage, synth.geometry, chunk["ids"],
+                           voice_style(synth.voice, len(chunk["ids"]) - 2), synth.limits,
+                           speed=TYPED_SPEED)  # fmt: skip
+    np.testing.assert_array_equal(chunk["durations"], trace.durations)
+    audio = np.array(got["audio"], np.float32)
+    assert audio.shape == trace.audio.shape
+    assert abs(got["duration"] - len(audio) / 24000) < 1e-3
+    assert snr_db(trace.audio, audio) >= 40
+
+
+def test_page_without_webgpu_says_why(webgpu_build):
+    """Chromium as shipped on Linux, without WebGPU: the page names what is missing."""
+    from kokoro_ext.tools.browser import Browser
+
+    with Browser(webgpu_build, webgpu=False) as b:
+        page = b.open_page()
+        error = page.evaluate("() => window.kokoroPage.error")
+        assert error is not None and "WebGPU" in error, error
+        assert page.inner_text("#status").startswith("Kokoro cannot run here: ")
+        assert page.is_disabled("#speak")

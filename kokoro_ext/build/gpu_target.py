@@ -21,6 +21,7 @@ it.  The weight transform still runs on the build machine, compiled for it.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -56,17 +57,26 @@ class GpuTarget:
 
     def add_page(self, directory: Path) -> None:
         """Write what loads the build beside its stages in ``directory``: for webgpu,
-        tvmjs and the page's module (kokoro_ext/web/static), so that the folder works
-        from any static host."""
+        tvmjs, the page and its modules (kokoro_ext/web/static), and the fetched voice
+        packs (``voices/<name>.bin``, listed in ``voices.json``), so that the folder
+        works from any static host."""
         if self.name != "webgpu":
             return
         from kokoro_ext.build.web import runtime, text
+        from kokoro_ext.run import cache
+        from kokoro_ext.run.voices import list_voices
 
         shutil.copyfile(runtime.tvmjs_script(), directory / runtime.TVMJS_FILE)
         text.add_files(directory)  # text.js's espeak-ng and lexicons
         for file in sorted(STATIC.iterdir()):
             if file.is_file():
                 shutil.copyfile(file, directory / file.name)
+        # the page reads kokoro-js's raw float32 packs: .bin only
+        names = [n for n in list_voices() if (cache.voices_dir() / f"{n}.bin").is_file()]
+        (directory / "voices").mkdir(exist_ok=True)
+        for name in names:
+            shutil.copyfile(cache.voices_dir() / f"{name}.bin", directory / "voices" / f"{name}.bin")
+        (directory / "voices.json").write_text(json.dumps(names))
 
     def check(self, executable: Any, stage: str) -> None:
         """ValueError naming what of ``executable``'s kernels the device would refuse."""

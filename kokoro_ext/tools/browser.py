@@ -12,15 +12,14 @@ speed), opens the page and loads the build with its own module (``kokoro.js``).
 from __future__ import annotations
 
 import base64
-import functools
-import http.server
 import shutil
-import threading
 from pathlib import Path
 from collections.abc import Callable
 from types import TracebackType
 
 import numpy as np
+
+from kokoro_ext.web.server import StaticServer
 
 #: Where Debian's chromium package puts the browser.
 CHROMIUM = "chromium"
@@ -40,36 +39,6 @@ def chromium() -> str:
             "(Debian/Ubuntu: apt-get install chromium)"
         )
     return path
-
-
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".wasm": "application/wasm", ".js": "text/javascript"}  # fmt: skip
-
-    def end_headers(self) -> None:
-        # cross-origin isolation: what SharedArrayBuffer (wasm threads) needs
-        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
-        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
-        self.send_header("Cache-Control", "no-store")
-        super().end_headers()
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
-        pass
-
-
-class StaticServer:
-    """``directory`` over HTTP on 127.0.0.1 (an ephemeral port), in a thread."""
-
-    def __init__(self, directory: Path):
-        handler = functools.partial(_Handler, directory=str(directory))
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def _encode(array: np.ndarray) -> dict:
@@ -108,10 +77,13 @@ _SETUP = """async (base) => {
 class Browser:
     """A headless Chromium with ``directory``'s build loaded; a context manager."""
 
-    def __init__(self, directory: Path, timeout_s: float = 600):
+    def __init__(self, directory: Path, timeout_s: float = 600, webgpu: bool = True):
         self.directory = Path(directory)
         self.timeout_ms = timeout_s * 1000
         self.messages: list[str] = []
+        # without the flag, as most browsers ship today, Chromium on Linux has no WebGPU
+        self.args = _ARGS if webgpu else [a for a in _ARGS if a != "--enable-unsafe-webgpu"]
+        self.webgpu = webgpu
 
     def __enter__(self) -> Browser:
         try:
@@ -124,17 +96,30 @@ class Browser:
         self.server = StaticServer(self.directory)
         self._playwright = sync_playwright().start()
         try:
-            self._browser = self._playwright.chromium.launch(executable_path=executable, args=_ARGS)
-            self.page = self._browser.new_page()
-            self.page.set_default_timeout(self.timeout_ms)
-            self.page.on("console", lambda m: self.messages.append(m.text))
-            self.page.goto(self.server.url + "manifest.json")  # same origin as the build
-            self.page.add_script_tag(url=self.server.url + "tvmjs.js")
-            self.adapter = self.page.evaluate(_SETUP, self.server.url)
+            self._browser = self._playwright.chromium.launch(executable_path=executable, args=self.args)
+            self.page = self._new_page()
+            if self.webgpu:
+                self.page.goto(self.server.url + "manifest.json")  # same origin as the build
+                self.page.add_script_tag(url=self.server.url + "tvmjs.js")
+                self.adapter = self.page.evaluate(_SETUP, self.server.url)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _new_page(self):
+        page = self._browser.new_page()
+        page.set_default_timeout(self.timeout_ms)
+        page.on("console", lambda m: self.messages.append(m.text))
+        return page
+
+    def open_page(self, path: str = "index.html"):
+        """A new tab on the build's ``path``, once its script has set
+        ``window.kokoroPage.ready`` (the demo page's: kokoro_ext/web/static/index.html)."""
+        page = self._new_page()
+        page.goto(self.server.url + path)
+        page.wait_for_function("() => window.kokoroPage?.ready")
+        return page
 
     def run_stage(self, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The build's stage ``name`` on ``inputs`` (numpy, in its signature's order)."""

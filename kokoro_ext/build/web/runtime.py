@@ -1,8 +1,9 @@
 """TVM's web runtime, compiled with emscripten from the pinned TVM's sources, and the link
 of a stage into one WebAssembly module that tvmjs loads.
 
-The runtime is TVM's ``web/`` (``wasm_runtime.bc``, ``tvmjs_support.bc``,
-``webgpu_runtime.bc``, as ``web/Makefile`` makes them), compiled from what the two wheels
+The runtime is TVM's ``web/`` (``wasm_runtime``, ``tvmjs_support``, ``webgpu_runtime``,
+as ``web/Makefile`` makes them, but as wasm objects, not bitcode: bitcode is compiled
+again at every link, which doubled a stage's link time), compiled from what the wheels
 ship (``tvm/web/emcc``, ``tvm/src/runtime``, ``tvm/include``, tvm_ffi's ``src`` and
 ``include``) and the few TVM headers they lack (``tvm_support/``).  It is compiled once
 per TVM version and emscripten and kept in the cache (``$KOKORO_TVM_EXT_CACHE/web``).
@@ -92,14 +93,14 @@ def _source_root(root: Path) -> None:
 
 def runtime_dir() -> Path:
     """The cached folder of the runtime's parts for this TVM and emcc."""
-    key = hashlib.sha256(f"{tvm.__version__}|{emcc_version()}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{tvm.__version__}|{emcc_version()}|o".encode()).hexdigest()[:12]
     return cache.cache_dir() / "web" / f"tvm-{tvm.__version__}-{key}"
 
 
 def runtime_parts() -> list[Path]:
-    """The runtime's ``.bc`` files, compiled first if the cache lacks them."""
+    """The runtime's object files, compiled first if the cache lacks them."""
     folder = runtime_dir()
-    parts = [folder / f"{name}.bc" for name in PARTS]
+    parts = [folder / f"{name}.o" for name in PARTS]
     if all(p.is_file() for p in parts):
         return parts
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -113,7 +114,7 @@ def runtime_parts() -> list[Path]:
         ]  # fmt: skip
 
         def compile_part(name: str) -> None:
-            cmd = [emcc(), *includes, *_CFLAGS, "-emit-llvm", "-c", "-o", str(root / f"{name}.bc"),
+            cmd = [emcc(), *includes, *_CFLAGS, "-c", "-o", str(root / f"{name}.o"),
                    str(root / "web" / "emcc" / f"{name}.cc")]  # fmt: skip
             out = subprocess.run(cmd, capture_output=True, text=True, env=_env())
             if out.returncode != 0:
@@ -123,7 +124,7 @@ def runtime_parts() -> list[Path]:
             list(pool.map(compile_part, PARTS))
         staging = Path(tempfile.mkdtemp(prefix=".parts-", dir=folder.parent))
         for name in PARTS:
-            shutil.move(root / f"{name}.bc", staging / f"{name}.bc")
+            shutil.move(root / f"{name}.o", staging / f"{name}.o")
         try:
             os.replace(staging, folder)  # whole or not at all; a racing build's is as good
         except OSError:

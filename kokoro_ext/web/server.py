@@ -1,0 +1,49 @@
+"""A folder over HTTP on 127.0.0.1, with the headers a browser build's page needs.
+
+``StaticServer`` serves a ``--target webgpu`` build (its stages, tvmjs, the page) with
+cross-origin isolation (COOP/COEP: SharedArrayBuffer, which WebAssembly threads need)
+and the WebAssembly MIME type (``WebAssembly.instantiateStreaming`` refuses others).  Any
+static host serving these headers works as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from pathlib import Path
+
+#: The headers a page of a browser build needs, for other hosts too (docs/browser.md).
+HEADERS = {
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Embedder-Policy": "require-corp",
+}
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".wasm": "application/wasm", ".js": "text/javascript"}  # fmt: skip
+
+    def end_headers(self) -> None:
+        for name, value in HEADERS.items():
+            self.send_header(name, value)
+        self.send_header("Cache-Control", "no-cache")
+        super().end_headers()
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
+        pass
+
+
+class StaticServer:
+    """``directory`` over HTTP on ``host``:``port`` (0: an ephemeral one), in a thread."""
+
+    def __init__(self, directory: Path, host: str = "127.0.0.1", port: int = 0):
+        handler = functools.partial(_Handler, directory=str(directory))
+        self.httpd = http.server.ThreadingHTTPServer((host, port), handler)
+        self.url = f"http://{host}:{self.httpd.server_address[1]}/"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
