@@ -1,0 +1,59 @@
+"""host.js, the page's steps between the stages, against the Python runtime's (in node)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from kokoro_ext.build.gpu_target import STATIC
+from kokoro_ext.run.alignment import align
+from kokoro_ext.run.noise import source_noise
+from kokoro_ext.run.pipeline import voice_style
+
+if shutil.which("node") is None and not os.environ.get("CI"):
+    pytest.skip("needs node (Debian: nodejs)", allow_module_level=True)
+
+_SCRIPT = """
+import * as host from "%s";
+const input = JSON.parse(process.argv[1]);
+const voice = Float32Array.from({ length: 510 * 256 }, (_, i) => i);
+const out = {
+  noise: Array.from(host.sourceNoise(input.seed, input.samples, input.harmonics)),
+  durations: Array.from(host.durations(input.predicted, input.speed)),
+  aligned: Array.from(host.align(Float32Array.from(input.values), input.channels,
+                                 Int32Array.from(input.frameCounts), input.frames)),
+  style: Array.from(host.voiceStyle(voice, input.phonemes)),
+};
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def _run(**inputs) -> dict:
+    script = _SCRIPT % (STATIC / "host.js").as_uri()
+    out = subprocess.run(["node", "--input-type=module", "-e", script, json.dumps(inputs)],
+                         capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return json.loads(out.stdout)
+
+
+def test_host_steps_are_the_python_runtimes():
+    rng = np.random.default_rng(0)
+    predicted = [0.5, 1.5, 2.5, 3.49, 0.2, 7.0, 2.5000001]
+    values = rng.standard_normal((3, 4)).astype(np.float32)
+    frame_counts = [2, 0, 3, 1]
+    got = _run(seed=3, samples=1201, harmonics=9, predicted=predicted, speed=1.0,
+               values=values.ravel().tolist(), channels=3, frameCounts=frame_counts,
+               frames=8, phonemes=700)  # fmt: skip
+    # torch's draws, bit for bit (the same libm calls up to the last bit of a double)
+    np.testing.assert_array_equal(np.float32(got["noise"]), source_noise(3, 1, 1201, 9).ravel())
+    want = np.maximum(np.round(np.array(predicted)), 1)  # kokoro_ext.run.pipeline's
+    np.testing.assert_array_equal(got["durations"], want)
+    np.testing.assert_array_equal(
+        np.float32(got["aligned"]).reshape(3, 8), align(values, np.array(frame_counts), 8)
+    )
+    voice = np.arange(510 * 256, dtype=np.float32).reshape(510, 1, 256)
+    np.testing.assert_array_equal(got["style"], voice_style(voice, 700).ravel())
