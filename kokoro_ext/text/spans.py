@@ -27,17 +27,22 @@ class Spanned(str):
     spans are counted out when an edit needs them, most text is never edited.
     """
 
+    # the defaults: each instance sets only what differs (a str subclass has no slots)
+    _starts: tuple[int, ...] | None = None
+    _ends: tuple[int, ...] | None = None
+    _offset = 0
+
     def __new__(cls, text: str, starts: tuple[int, ...], ends: tuple[int, ...]):
         self = str.__new__(cls, text)
-        self._starts, self._ends, self._offset = starts, ends, 0
+        self._starts, self._ends = starts, ends
         return self
 
     @classmethod
     def of(cls, text: str, offset: int = 0) -> Spanned:
         """``text`` as it stands in the original at ``offset``: each character itself."""
         self = str.__new__(cls, text)
-        self._starts = self._ends = None
-        self._offset = offset
+        if offset:
+            self._offset = offset
         return self
 
     @property
