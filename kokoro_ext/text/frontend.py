@@ -195,8 +195,8 @@ def parts(text: str, table: dict[str, Segment]) -> Iterator[Part]:
     for sentence in split_sentences(text):
         pieces = _split(sentence.text, table)
         pauses = [p.seconds for p in pieces if isinstance(p, Pause)]
-        spoken = tuple(p for p in pieces if not isinstance(p, Pause))
-        if any(s.text.strip() or isinstance(s, Phonemes) for s in spoken):
+        spoken = tuple([p for p in pieces if not isinstance(p, Pause)] if pauses else pieces)
+        if any(s.text and not s.text.isspace() or isinstance(s, Phonemes) for s in spoken):
             if pending is not None:
                 yield pending
             pending = Part(spoken, sentence.end)
@@ -237,7 +237,10 @@ def _misaki_text(segments: tuple[Segment, ...]) -> str:
         else:
             out.append(segment.text)
     # misaki aligns its links to spaCy's tokens, which a run of spaces would shift
-    return sub(r"[ \t]{2,}", " ", join(out)).strip()
+    return sub(_SPACES, " ", join(out)).strip()
+
+
+_SPACES = re.compile(r"[ \t]{2,}")
 
 
 #: The package extra (setup.py) that brings each G2P; English's comes with the run side.

@@ -42,7 +42,7 @@ import functools
 import re
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
 from kokoro_ext.text import clean, markup, normalize
@@ -167,7 +167,7 @@ TextFunction = Callable[[str], str]
 
 
 def terminal_escapes(doc: Source) -> Source:
-    return replace(doc, text=clean.strip_terminal(doc.text))
+    return Source(doc.original, clean.strip_terminal(doc.text), doc.markdown)
 
 
 def parse_markup(doc: Source) -> Marked:
@@ -371,18 +371,24 @@ def _fused(code: str) -> tuple[Callable[[Marked], Marked], ...]:
     """``text_passes(code)`` with each run of passes on text made one pass that applies
     them in turn to each segment: the same text, one document instead of one per pass."""
     out: list = []
-    for text_pass in text_passes(code):
+    run: list[TextFunction] = []  # the functions of the run of passes on text so far
+    for text_pass in (*text_passes(code), None):
         function = getattr(text_pass, "function", None)
-        previous = getattr(out[-1], "function", None) if out else None
-        if function is not None and previous is not None:
-            out[-1] = on_text(_then(previous, function))
-        else:
+        if function is not None:
+            run.append(function)
+            continue
+        if run:
+            out.append(on_text(partial(_in_turn, tuple(run))))
+            run = []
+        if text_pass is not None:
             out.append(text_pass)
     return tuple(out)
 
 
-def _then(first: TextFunction, second: TextFunction) -> TextFunction:
-    return lambda text: second(first(text))
+def _in_turn(functions: tuple[TextFunction, ...], text: str) -> str:
+    for function in functions:
+        text = function(text)
+    return text
 
 
 def sentences(front: FrontEnd, text: str, markdown: bool = True) -> Sentences:
