@@ -1,5 +1,9 @@
 """Word timestamps from the predicted durations, and captions (SRT, WebVTT) made of them.
 
+The text half, which tokens each word covers and the text it reports, comes with each
+chunk from the text pipeline's timing pass (kokoro_ext.text.timing); ``times`` puts
+seconds on it once the chunk's durations are known.
+
 The text stage predicts how many alignment frames each phoneme token lasts
 (``Trace.durations``, already divided by the speed); a frame is ``samples_per_frame``
 samples (600 at 24 kHz: 25 ms).  A chunk's phonemes are its Words' phonemes joined
