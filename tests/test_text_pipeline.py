@@ -35,7 +35,7 @@ def _apply(function, text: str) -> str:
 
 def test_the_passes_in_order():
     common = ["terminal_escapes", "parse_markup", "say_as", "invisible"]
-    tail = ["sentences", "g2p", "chunks"]
+    tail = ["sentences", "g2p", "chunks", "timing"]
     assert pipeline.passes("a") == [*common, "compatibility", "unconfuse", "spell",
                                     "drop_symbols", "drop_other_scripts", *tail]
     assert pipeline.passes("e") == pipeline.passes("a")

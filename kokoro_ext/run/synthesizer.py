@@ -16,14 +16,14 @@ from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
 from kokoro_ext.run.runner import NamedStage, StageRunner, load_library
-from kokoro_ext.run.timestamps import OriginalWords, TimedWord, chunk_words
+from kokoro_ext.run.timestamps import TimedWord, times
 from kokoro_ext.run.voices import NamedVoice, check_voice_pack, load_voice_array, voice_language
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import load_weights
-from kokoro_ext.text import Piece, phonemes_to_ids
-from kokoro_ext.text.chunking import Break, pause_after, split_in_two
-from kokoro_ext.text.frontend import FrontEnd, resolve_language
-from kokoro_ext.text.pipeline import Chunking, Progress, TextPipeline
+from kokoro_ext.text import phonemes_to_ids
+from kokoro_ext.text.frontend import FrontEnd
+from kokoro_ext.text.languages import resolve_language
+from kokoro_ext.text.pipeline import Chunking, Chunks, Progress, TextChunk, TextPipeline
 
 # OpenAI's range.  Durations are divided by the speed and rounded, at least a frame per
 # token (pipeline.synthesize_ids): at 4 short tokens stay one frame, so speech gains less
@@ -247,81 +247,71 @@ class Synthesizer:
         voice_pack = self._voice_pack(voice)
         pipeline = self._pipeline(voice)
         progress = Progress()
-        # markup is parsed and the text cleaned now; the G2P and chunks come lazily
-        chunks = pipeline.run(text, markdown, chunking=Chunking(limit, self.chunk_limit, progress))
-        return self._chunks(pipeline, chunks.chunks, progress, text, voice_pack, speed, seed)
+        chunking = Chunking(limit, self.chunk_limit, progress, self.vocab, SILENT_SYMBOLS)
+        # markup is parsed and the text cleaned now; the G2P and chunks come lazily, each
+        # with all its synthesis needs (ids, pause, its words' tokens): the text side is
+        # entered again only to halve a chunk whose audio is over the frame limit
+        chunks = pipeline.run(text, markdown, chunking=chunking)
+        language = pipeline.front.language.name.split()[-1]
+        return self._chunks(chunks, progress, text, language, voice_pack, speed, seed)
 
-    def _chunk_limits(self, chunk_limit: ChunkLimit) -> Callable[[int], int]:
-        """``chunk_limit`` as a function of the chunk index, within [1, self.chunk_limit]."""
-        if chunk_limit is None:
-            return lambda index: self.chunk_limit
-        if callable(chunk_limit):
-            return lambda index: max(1, min(int(chunk_limit(index)), self.chunk_limit))
+    def _chunk_limits(self, chunk_limit: ChunkLimit) -> int | Callable[[int], int]:
+        """``chunk_limit`` checked (the pipeline keeps each chunk's in [1, self.chunk_limit])."""
+        if chunk_limit is None or callable(chunk_limit):
+            return self.chunk_limit if chunk_limit is None else chunk_limit
         if isinstance(chunk_limit, bool) or not isinstance(chunk_limit, int) or chunk_limit < 1:
             raise ValueError(f"chunk_limit must be a whole number of phonemes >= 1, got {chunk_limit!r}")
-        return lambda index: min(chunk_limit, self.chunk_limit)
+        return chunk_limit
 
     def _chunks(
-        self, pipeline: TextPipeline, chunks, progress: Progress, text: str, voice,
+        self, chunks: Chunks, progress: Progress, text: str, language: str, voice,
         speed: float, seed: int,
     ) -> Iterator[Chunk]:
         index = 0
-        previous: Break | float | None = None
         elapsed = 0  # samples of joined audio before the next chunk's pause
-        originals = OriginalWords(text)  # the text the words' spans point into
+        seconds_per_frame = self.geometry.samples_per_frame / SAMPLE_RATE
         while True:
             with self._text_lock:  # the G2P of the next sentence, if the chunk needs it
-                cut = next(chunks, None)
+                cut = next(chunks.chunks, None)
             if cut is None:
                 break
-            halves: list[Piece] = [cut.piece]  # a chunk too long for the frame limit, halved
+            halves: list[TextChunk] = [cut]  # a chunk too long for the frame limit, halved
             while halves:
-                piece = halves.pop()
-                if not self._speakable(piece):
-                    originals.unsaid(piece.words)
-                    continue
+                chunk = halves.pop()
                 try:
-                    trace = self._run(piece.phonemes, voice, speed, seed + index)
+                    trace = self._run(list(chunk.ids), voice, speed, seed + index)
                 except LengthOverflow:
                     # durations are known only after the text stage: halve and try again
-                    split = split_in_two(piece)
+                    # (the one way back into the text side, for a chunk the limit missed)
+                    split = chunks.halve(chunk)
                     if split is None:
                         raise TooLong(
-                            f"{piece.phonemes!r} needs more than this build takes in one call "
+                            f"{chunk.phonemes!r} needs more than this build takes in one call "
                             "and cannot be cut shorter"
                         )
                     halves += split[::-1]
                     continue
-                pause = 0.0 if previous is None else pause_after(previous)
-                elapsed += round(pause * SAMPLE_RATE)  # as Chunk.joined puts it
-                timed = chunk_words(
-                    piece.words, trace.durations, self.vocab, SILENT_SYMBOLS,
-                    elapsed / SAMPLE_RATE, self.geometry.samples_per_frame / SAMPLE_RATE, originals,
-                )
+                elapsed += round(chunk.pause * SAMPLE_RATE)  # as Chunk.joined puts it
+                timed = times(chunk.timing, trace.durations, elapsed / SAMPLE_RATE, seconds_per_frame)
                 elapsed += len(trace.audio)
                 yield Chunk(
-                    text=piece.text,
-                    phonemes=piece.phonemes,
+                    text=chunk.text,
+                    phonemes=chunk.phonemes,
                     audio=trace.audio,
-                    pause=pause,
+                    pause=chunk.pause,
                     index=index,
                     seed=seed + index,
                     trace=trace,
                     words=timed,
                 )
                 index += 1
-                previous = piece.end
                 # the chunk limit of the next chunk may depend on these (Chunking)
-                progress.said, progress.last_end = index, previous
+                progress.said, progress.last_end = index, chunk.piece.end
         if index == 0:
-            language = pipeline.front.language.name.split()[-1]
             raise NothingToSay(
                 f"nothing to say in {language} in {text[:60]!r}{'...' if len(text) > 60 else ''}: "
                 "it has no words, only punctuation or symbols without a pronunciation"
             )
-
-    def _speakable(self, piece: Piece) -> bool:
-        return any(p in self.vocab and p not in SILENT_SYMBOLS for p in piece.phonemes)
 
     def synthesize(
         self,
@@ -350,7 +340,10 @@ class Synthesizer:
         fit the limits; ``stream`` splits such input instead.
         """
         check_speed(speed)
-        return self._run(phonemes, self._voice_pack(voice), speed, seed)
+        ids = phonemes_to_ids(phonemes, self.vocab)
+        if not phonemes.strip() or len(ids) <= 2:
+            raise NothingToSay(f"no phonemes to synthesize in {phonemes!r}")
+        return self._run(ids, self._voice_pack(voice), speed, seed)
 
     def _voice_pack(self, voice: Voice) -> np.ndarray:
         if voice is None:
@@ -363,10 +356,7 @@ class Synthesizer:
         # names (af_bella+af_sky), checked alike
         return load_voice_array(voice)
 
-    def _run(self, phonemes: str, voice: np.ndarray, speed: float, seed: int) -> Trace:
-        ids = phonemes_to_ids(phonemes, self.vocab)
-        if not phonemes.strip() or len(ids) <= 2:
-            raise NothingToSay(f"no phonemes to synthesize in {phonemes!r}")
+    def _run(self, ids: list[int], voice: np.ndarray, speed: float, seed: int) -> Trace:
         style = voice_style(voice, len(ids) - 2)
         with self._lock:
             return synthesize_ids(

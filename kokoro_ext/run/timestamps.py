@@ -1,5 +1,9 @@
 """Word timestamps from the predicted durations, and captions (SRT, WebVTT) made of them.
 
+The text half, which tokens each word covers and the text it reports, comes with each
+chunk from the text pipeline's timing pass (kokoro_ext.text.timing); ``times`` puts
+seconds on it once the chunk's durations are known.
+
 The text stage predicts how many alignment frames each phoneme token lasts
 (``Trace.durations``, already divided by the speed); a frame is ``samples_per_frame``
 samples (600 at 24 kHz: 25 ms).  A chunk's phonemes are its Words' phonemes joined
@@ -33,15 +37,13 @@ merged words) extends the word before it in its chunk.
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from kokoro_ext.text.markup import is_ssml
-from kokoro_ext.text.spans import Spanned, join, original
+from kokoro_ext.text.timing import OriginalWords, Timing, token_words
 
 #: Caption cues: at most this many words, or this many seconds, and none across a sentence end.
 CUE_WORDS = 7
@@ -69,31 +71,26 @@ class Cue:
     end: float
 
 
-class OriginalWords:
-    """The original text the Words' spans point into, for the chunks of one stream in
-    order: a stretch split over two chunks is reported by the first."""
-
-    def __init__(self, original: str):
-        self.original = original
-        self.ssml = is_ssml(original)
-        self.last: tuple[int, int] | None = None  # the stretch the last entry reported
-        self.glued: list[str] = []  # soundless text before the next word (an opening quote)
-
-    def unsaid(self, words: Sequence) -> None:
-        """The words of a chunk not synthesized (only punctuation): their text may be
-        glued to the next word ("**" before "Bold")."""
-        self.glued += [
-            w.text.strip() for w in words if isinstance(w.text, Spanned) and w.text.strip()
-        ]
-
-
-def _overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
-    return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
-
-
-def _touch(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
-    # overlapping, or written without a character between them
-    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+def times(
+    timing: Timing,
+    durations: np.ndarray,
+    offset: float,
+    seconds_per_frame: float,
+    lead_frames: int = LEAD_FRAMES,
+) -> tuple[TimedWord, ...]:
+    """The timed words of one chunk: its ``timing`` (kokoro_ext.text.timing: the tokens
+    each word covers), its ``durations`` (one per token, boundaries included) and
+    ``offset``, the seconds of joined audio before the chunk."""
+    if timing.tokens != len(durations):
+        raise ValueError(f"{timing.tokens} tokens in the words, {len(durations)} durations")
+    # frame edges of the tokens, shifted by the lead (within the leading boundary token)
+    edges = np.concatenate([[0], np.cumsum(durations)]) - min(lead_frames, int(durations[0]))
+    # rounded to the microsecond: the frames' times without float noise
+    return tuple(
+        TimedWord(w.text, round(offset + int(edges[w.first]) * seconds_per_frame, 6),
+                  round(offset + int(edges[w.last + 1]) * seconds_per_frame, 6))
+        for w in timing.words
+    )  # fmt: skip
 
 
 def chunk_words(
@@ -106,67 +103,10 @@ def chunk_words(
     originals: OriginalWords | None = None,
     lead_frames: int = LEAD_FRAMES,
 ) -> tuple[TimedWord, ...]:
-    """The timed words of one chunk: ``words`` (kokoro_ext.text.chunking.Word, whose
-    phonemes joined and stripped are the chunk's), its ``durations`` (one per token,
-    boundaries included) and ``offset``, the seconds of joined audio before the chunk."""
-    joined = "".join(w.phonemes for w in words)
-    lead, stop = len(joined) - len(joined.lstrip()), len(joined.rstrip())
-    # frame edges of the tokens, shifted by the lead (within the leading boundary token)
-    edges = np.concatenate([[0], np.cumsum(durations)]) - min(lead_frames, int(durations[0]))
-    position, token = 0, 1  # token 0 is kokoro's leading boundary
-    entries: list[list] = []  # [text, start frame, end frame, texts said, span]
-    glued: list[str] = originals.glued if originals is not None else []
-    for word in words:
-        first = last = None
-        for symbol in word.phonemes:
-            # the tokens phonemes_to_ids makes of the stripped chunk, one per vocab symbol
-            if lead <= position < stop and symbol in vocab:
-                if symbol not in silent:
-                    first = token if first is None else first
-                    last = token
-                token += 1
-            position += 1
-        text = word.text.strip()
-        span = text.span() if isinstance(text, Spanned) and originals is not None else None
-        if first is None:  # only punctuation: no sound of its own
-            if span is not None and entries and _touch(entries[-1][4], span):
-                entries[-1][3].append(text)  # glued to the word before it ("letter," '"')
-                entries[-1][4] = (min(entries[-1][4][0], span[0]), max(entries[-1][4][1], span[1]))
-            elif span is not None and text:
-                glued.append(text)  # perhaps to the word after it ('"', "Hello")
-            continue
-        start, end = int(edges[first]), int(edges[last + 1])
-        if not text:
-            if entries:
-                entries[-1][2] = end
-            glued.clear()
-            continue
-        if span is not None and glued and _touch(glued[-1].span(), span):
-            text = join([*glued, text])
-            span = text.span()
-        glued.clear()
-        if span is not None and entries and _touch(entries[-1][4], span):
-            # the words one written word or rewritten stretch became ("three dollars"
-            # for "$3", "drwxr-" "xr-" "x"): one entry
-            previous = entries[-1]
-            previous[2] = end
-            previous[3].append(text)
-            previous[4] = (min(previous[4][0], span[0]), max(previous[4][1], span[1]))
-            continue
-        entries.append([text, start, end, [text], span])
-    if token + 1 != len(durations):
-        raise ValueError(f"{token + 1} tokens in the words, {len(durations)} durations")
-    out = []
-    for text, start, end, said, span in entries:
-        if span is not None and not _overlap(span, originals.last):  # else the chunk before's
-            text = (original(join(said), originals.original) or text).strip()
-            if originals.ssml:  # what an entity stands for ("&lt;" is "<")
-                text = html.unescape(text)
-            originals.last = span
-        # rounded to the microsecond: the frames' times without float noise
-        out.append(TimedWord(str(text), round(offset + start * seconds_per_frame, 6),
-                             round(offset + end * seconds_per_frame, 6)))
-    return tuple(out)
+    """``times`` of the chunk of ``words`` (kokoro_ext.text.chunking.Word): the two halves
+    in one call, for a chunk cut outside the pipeline."""
+    timing = token_words(words, vocab, silent, originals)
+    return times(timing, durations, offset, seconds_per_frame, lead_frames)
 
 
 def captions(

@@ -137,7 +137,7 @@ def split_sentences(text: str) -> Iterator[Sentence]:
         if joined and position < len(text):
             pending += text[start:position]  # the body and the gap after it
             continue
-        sentence = (pending + body).strip()
+        sentence = (pending + body if pending else body).strip()
         pending = ""
         if sentence:
             yield from _cap(sentence, _sentence_end(sentence, gap))
@@ -215,20 +215,24 @@ def pack(words: Sequence[Word], limit: int, end: Break | float = "sentence") -> 
         raise ValueError(f"chunk limit must be at least 1 phoneme, got {limit}")
     pieces: list[Piece] = []
     current: list[Word] = []
+    joined = ""  # the phonemes of current, kept as it grows: size() of it and a word
     queue = deque(words)
     while queue:
         word = queue.popleft()
-        if size([*current, word]) <= limit:
+        if len((joined + word.phonemes).strip()) <= limit:
             current.append(word)
+            joined += word.phonemes
             continue
         if not current:  # a single word longer than a chunk
             parts = _cut_word(word, limit)
             pieces += [Piece((p,), "phoneme") for p in parts[:-1]]
             current = [parts[-1]]
+            joined = parts[-1].phonemes
             continue
         cut = _clause_cut(current, limit)
         pieces.append(Piece(tuple(current[:cut]), current[cut - 1].end))
         current = current[cut:]
+        joined = "".join(w.phonemes for w in current)
         queue.appendleft(word)
     if current:
         pieces.append(Piece(tuple(current), end))

@@ -26,7 +26,7 @@ from typing import Callable
 from kokoro_ext.text import normalize as norm
 from kokoro_ext.text.chunking import Break, Word, split_sentences, words_of_phonemes
 from kokoro_ext.text.clean import PLACEHOLDER_RANGE
-from kokoro_ext.text.languages import Language, language, language_of_voice
+from kokoro_ext.text.languages import Language, language, resolve_language  # noqa: F401
 from kokoro_ext.text.markup import Inline, Pause, Phonemes, SayAs, Segment, Text
 from kokoro_ext.text.spans import Spanned, join, standing_for, sub
 
@@ -47,13 +47,6 @@ class Part:
     def text(self) -> str:
         """What the sentence says, markup resolved (for display)."""
         return sub(r"\s{2,}", " ", join(s.text for s in self.segments)).strip()
-
-
-def resolve_language(lang: str | None, voice: object = None) -> Language:
-    """The language to speak: ``lang`` if given, else the voice's prefix, else American."""
-    if lang is not None:
-        return language(lang)
-    return language_of_voice(voice) or language("a")
 
 
 class FrontEnd:
@@ -202,8 +195,8 @@ def parts(text: str, table: dict[str, Segment]) -> Iterator[Part]:
     for sentence in split_sentences(text):
         pieces = _split(sentence.text, table)
         pauses = [p.seconds for p in pieces if isinstance(p, Pause)]
-        spoken = tuple(p for p in pieces if not isinstance(p, Pause))
-        if any(s.text.strip() or isinstance(s, Phonemes) for s in spoken):
+        spoken = tuple([p for p in pieces if not isinstance(p, Pause)] if pauses else pieces)
+        if any(s.text and not s.text.isspace() or isinstance(s, Phonemes) for s in spoken):
             if pending is not None:
                 yield pending
             pending = Part(spoken, sentence.end)
@@ -215,6 +208,8 @@ def parts(text: str, table: dict[str, Segment]) -> Iterator[Part]:
 
 
 def _split(text: str, table: dict[str, Segment]) -> list[Segment]:
+    if not table:  # no markup: no placeholder to look for
+        return [Text(text)] if text else []
     out: list[Segment] = []
     start = 0
     for i, char in enumerate(text):
@@ -242,7 +237,10 @@ def _misaki_text(segments: tuple[Segment, ...]) -> str:
         else:
             out.append(segment.text)
     # misaki aligns its links to spaCy's tokens, which a run of spaces would shift
-    return sub(r"[ \t]{2,}", " ", join(out)).strip()
+    return sub(_SPACES, " ", join(out)).strip()
+
+
+_SPACES = re.compile(r"[ \t]{2,}")
 
 
 #: The package extra (setup.py) that brings each G2P; English's comes with the run side.

@@ -70,3 +70,10 @@ def language_of_voice(voice: object) -> Language | None:
     if len(name) < 3 or name[2] != "_" or name[1] not in "fm":
         return None
     return LANGUAGES.get(name[0].lower())
+
+
+def resolve_language(lang: str | None, voice: object = None) -> Language:
+    """The language to speak: ``lang`` if given, else the voice's prefix, else American."""
+    if lang is not None:
+        return language(lang)
+    return language_of_voice(voice) or language("a")

@@ -407,6 +407,7 @@ _ENGLISH_RULES: list[_Rule] = [
 # The rules that can match text without a digit: addresses, "Main St.", titles,
 # abbreviations, symbols (tests/test_text_pipeline.py checks the others need one).
 _ENGLISH_RULES_WITHOUT_DIGITS = [_ENGLISH_RULES[i] for i in (2, 3, 19, 20, 21, 22)]
+_SPACES = re.compile(r"[ \t]{2,}")
 
 
 def _time_hour(m: re.Match, lang: str) -> str:
@@ -486,6 +487,7 @@ def spell(text: str, lang: str = "a") -> str:
         rules = _ENGLISH_RULES if re.search(r"\d", text) else _ENGLISH_RULES_WITHOUT_DIGITS
         # digits after the first rules are words: later rules never see them twice
         for pattern, rule in rules:
-            text = sub(pattern, lambda m: rule(m, lang), text)
-        text = sub(r"[ \t]{2,}", " ", text)
+            if pattern.search(text):  # most rules match nothing: no call for them
+                text = sub(pattern, lambda m: rule(m, lang), text)
+        text = sub(_SPACES, " ", text)
     return text

@@ -23,10 +23,17 @@ word's original text (timestamps, captions) is read off it, not guessed.
   sentences          frontend.carrier and frontend.parts, lazily       -> Sentences
   G2P                FrontEnd.words, one sentence at a time            -> Spoken
   chunks             chunking.pack_evenly within the chunk limit       -> Chunks
+  timing             timing.token_words, with a vocab (Chunking.vocab): each chunk's
+                     ids, pause and the tokens and original text of its words; chunks
+                     with nothing to say left out
 
 The cleaning passes (invisible to other scripts) rewrite each Text segment; markup other
 than text (inline phonemes, breaks) passes through them untouched.  Markup is read
 before them: NFKC would make Markdown markers of full-width characters ("＊").
+
+A synthesizer takes the chunks and needs nothing more of the text side: the one way
+back is ``Chunks.halve``, for a chunk whose audio the text stage found over the frame
+limit (the durations that tell come from the model's text stage, after the chunk).
 """
 
 from __future__ import annotations
@@ -34,15 +41,19 @@ from __future__ import annotations
 import functools
 import re
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 
 from kokoro_ext.text import clean, markup, normalize
-from kokoro_ext.text.chunking import Break, Piece, Word, first_clause, pack_evenly
+from kokoro_ext.text.chunking import (
+    Break, Piece, Word, first_clause, pack_evenly, pause_after, split_in_two,
+)  # fmt: skip
 from kokoro_ext.text.frontend import FrontEnd, Part, carrier, parts, say_as
+from kokoro_ext.text.g2p import phonemes_to_ids
 from kokoro_ext.text.markup import SayAs, Segment, Text
 from kokoro_ext.text.spans import Spanned, sub
+from kokoro_ext.text.timing import OriginalWords, Timing, token_words
 
 
 @dataclass(frozen=True)
@@ -92,10 +103,18 @@ class Spoken:
 
 @dataclass(frozen=True)
 class TextChunk:
-    """A chunk's words, how it ends, and the index of the sentence it comes from."""
+    """A chunk's words, how it ends, and the index of the sentence it comes from; with a
+    vocab (Chunking.vocab), all a synthesizer needs as plain values: the text, phonemes
+    and token ids, the pause before it (seconds) and its words' tokens (``timing``)."""
 
     piece: Piece
     sentence: int
+    text: str = ""
+    phonemes: str = ""
+    ids: tuple[int, ...] = ()
+    pause: float = 0.0
+    timing: Timing | None = None
+    reported: tuple = ()  # OriginalWords.state() before it: to report it again halved
 
     @property
     def words(self) -> tuple[Word, ...]:
@@ -108,10 +127,13 @@ class TextChunk:
 
 @dataclass(frozen=True)
 class Chunks:
-    """The chunks, lazily."""
+    """The chunks, lazily; ``halve`` cuts one in two (its audio was over the frame limit,
+    which only the text stage's durations tell): the halves with something to say, None
+    for a single phoneme."""
 
     original: str
     chunks: Iterator[TextChunk]
+    halve: Callable[[TextChunk], tuple[TextChunk, ...] | None] = lambda chunk: None
 
 
 @dataclass
@@ -125,13 +147,18 @@ class Progress:
 
 @dataclass(frozen=True)
 class Chunking:
-    """How the chunks pass cuts: ``limit(index)`` phonemes for the chunk of that index,
-    asked when the chunk is cut; the stream's first chunk, where its limit is below
-    ``build_limit``, ends at the first clause if that fits (time to first audio)."""
+    """How the chunks pass cuts: ``limit`` phonemes a chunk, or ``limit(index)`` for the
+    chunk of that index, asked when the chunk is cut; within [1, ``build_limit``].  The
+    stream's first chunk, where its limit is below ``build_limit``, ends at the first
+    clause if that fits (time to first audio)."""
 
-    limit: Callable[[int], int]
+    limit: int | Callable[[int], int]
     build_limit: int
     progress: Progress = field(default_factory=Progress)
+    #: the model's symbols and those that are silent (pauses, intonation): given, the
+    #: chunks carry their ids, pauses and timing, and chunks with nothing to say are left out
+    vocab: Mapping[str, int] | None = None
+    silent: Collection[str] = frozenset()
 
 
 # --- the passes --------------------------------------------------------------------------
@@ -140,7 +167,7 @@ TextFunction = Callable[[str], str]
 
 
 def terminal_escapes(doc: Source) -> Source:
-    return replace(doc, text=clean.strip_terminal(doc.text))
+    return Source(doc.original, clean.strip_terminal(doc.text), doc.markdown)
 
 
 def parse_markup(doc: Source) -> Marked:
@@ -162,6 +189,7 @@ def on_text(function: TextFunction) -> Callable[[Marked], Marked]:
 
     named = getattr(function, "func", function)  # a partial: its function's name
     apply.__name__ = apply.__qualname__ = getattr(named, "__name__", "text_pass")
+    apply.function = function
     return apply
 
 
@@ -232,7 +260,11 @@ def g2p(front: FrontEnd) -> Callable[[Sentences], Spoken]:
 
 def chunks(chunking: Chunking) -> Callable[[Spoken], Chunks]:
     def chunks_pass(doc: Spoken) -> Chunks:
-        return Chunks(doc.original, _chunks(doc.sentences, chunking))
+        cut = _chunks(doc.sentences, chunking)
+        if chunking.vocab is None:
+            return Chunks(doc.original, cut)
+        said = _Said(chunking, OriginalWords(doc.original))
+        return Chunks(doc.original, said.chunks(cut), said.halve)
 
     return chunks_pass
 
@@ -244,7 +276,8 @@ def _chunks(sentences: Iterator[Sentence], chunking: Chunking) -> Iterator[TextC
         packed: deque[Piece] = deque()  # the sentence's chunks to come, cut for `size`
         size: int | None = None
         while packed or size is None:
-            wanted = chunking.limit(progress.said)
+            wanted = chunking.limit(progress.said) if callable(chunking.limit) else chunking.limit
+            wanted = max(1, min(int(wanted), chunking.build_limit))
             # pack (again, if the limit changed) what is left of the sentence, but never
             # inside a word that was cut between two phonemes
             if size is None or (wanted != size and progress.last_end != "phoneme"):
@@ -255,6 +288,52 @@ def _chunks(sentences: Iterator[Sentence], chunking: Chunking) -> Iterator[TextC
                 if not packed:
                     break
             yield TextChunk(packed.popleft(), number)
+
+
+class _Said:
+    """The timing pass: each chunk with what its synthesis needs, in the order said (the
+    pause before a chunk follows how the one said before it ended; a stretch of the
+    original split over two chunks is reported by the first)."""
+
+    def __init__(self, chunking: Chunking, originals: OriginalWords):
+        self.vocab, self.silent = chunking.vocab, chunking.silent
+        self.originals = originals
+        self.previous: Break | float | None = None  # how the chunk said last ended
+
+    def chunks(self, cut: Iterator[TextChunk]) -> Iterator[TextChunk]:
+        for chunk in cut:
+            if not self._speakable(chunk.piece):
+                self.originals.unsaid(chunk.piece.words)  # only punctuation: not synthesized
+                continue
+            pause = 0.0 if self.previous is None else pause_after(self.previous)
+            self.previous = chunk.piece.end
+            yield self._said(chunk.piece, chunk.sentence, pause)
+
+    def halve(self, chunk: TextChunk) -> tuple[TextChunk, ...] | None:
+        """``chunk`` in two (the halves with something to say), reported again."""
+        halves = split_in_two(chunk.piece)
+        if halves is None:
+            return None
+        self.originals.restore(chunk.reported)
+        out, pause = [], chunk.pause
+        for half in halves:
+            if self._speakable(half):
+                out.append(self._said(half, chunk.sentence, pause))
+                pause = pause_after(half.end)
+                self.previous = half.end
+            else:
+                self.originals.unsaid(half.words)
+        return tuple(out)
+
+    def _speakable(self, piece: Piece) -> bool:
+        return any(p in self.vocab and p not in self.silent for p in piece.phonemes)
+
+    def _said(self, piece: Piece, sentence: int, pause: float) -> TextChunk:
+        reported = self.originals.state()
+        phonemes = piece.phonemes
+        ids = tuple(phonemes_to_ids(phonemes, self.vocab))
+        timing = token_words(piece.words, self.vocab, self.silent, self.originals)
+        return TextChunk(piece, sentence, piece.text, phonemes, ids, pause, timing, reported)
 
 
 def _pack(words: list[Word], limit: int, end: Break | float, first: bool,
@@ -282,9 +361,34 @@ def marked(code: str, text: str, markdown: bool = True) -> Marked:
 
 def cleaned(code: str, segments, original: str = "") -> Marked:
     doc = Marked(original, tuple(segments))
-    for text_pass in text_passes(code):
+    for text_pass in _fused(code):
         doc = text_pass(doc)
     return doc
+
+
+@functools.cache
+def _fused(code: str) -> tuple[Callable[[Marked], Marked], ...]:
+    """``text_passes(code)`` with each run of passes on text made one pass that applies
+    them in turn to each segment: the same text, one document instead of one per pass."""
+    out: list = []
+    run: list[TextFunction] = []  # the functions of the run of passes on text so far
+    for text_pass in (*text_passes(code), None):
+        function = getattr(text_pass, "function", None)
+        if function is not None:
+            run.append(function)
+            continue
+        if run:
+            out.append(on_text(partial(_in_turn, tuple(run))))
+            run = []
+        if text_pass is not None:
+            out.append(text_pass)
+    return tuple(out)
+
+
+def _in_turn(functions: tuple[TextFunction, ...], text: str) -> str:
+    for function in functions:
+        text = function(text)
+    return text
 
 
 def sentences(front: FrontEnd, text: str, markdown: bool = True) -> Sentences:
@@ -306,7 +410,7 @@ class TextPipeline:
         """``text`` through every pass; chunks of at most ``limit`` phonemes (or as
         ``chunking`` cuts them)."""
         if chunking is None:
-            chunking = Chunking(lambda index: limit, limit)
+            chunking = Chunking(limit, limit)
         doc = sentences(self.front, text, markdown)
         return chunks(chunking)(g2p(self.front)(doc))
 
@@ -316,4 +420,4 @@ def passes(code: str) -> list[str]:
     names = ["terminal_escapes", "parse_markup"]
     for text_pass in text_passes(code):
         names.append(re.sub(r"_pass$", "", text_pass.__name__))
-    return names + ["sentences", "g2p", "chunks"]
+    return names + ["sentences", "g2p", "chunks", "timing"]

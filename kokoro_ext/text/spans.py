@@ -27,17 +27,22 @@ class Spanned(str):
     spans are counted out when an edit needs them, most text is never edited.
     """
 
+    # the defaults: each instance sets only what differs (a str subclass has no slots)
+    _starts: tuple[int, ...] | None = None
+    _ends: tuple[int, ...] | None = None
+    _offset = 0
+
     def __new__(cls, text: str, starts: tuple[int, ...], ends: tuple[int, ...]):
         self = str.__new__(cls, text)
-        self._starts, self._ends, self._offset = starts, ends, 0
+        self._starts, self._ends = starts, ends
         return self
 
     @classmethod
     def of(cls, text: str, offset: int = 0) -> Spanned:
         """``text`` as it stands in the original at ``offset``: each character itself."""
         self = str.__new__(cls, text)
-        self._starts = self._ends = None
-        self._offset = offset
+        if offset:
+            self._offset = offset
         return self
 
     @property
@@ -54,14 +59,19 @@ class Spanned(str):
 
     def __getitem__(self, key) -> Spanned:
         text = str.__getitem__(self, key)
-        if self._starts is None:  # as written: so is any stretch of it
-            if isinstance(key, slice):
-                if key.step not in (None, 1):
-                    return Spanned(text, self.starts[key], self.ends[key])
-                return Spanned.of(text, self._offset + key.indices(len(self))[0])
+        if key.__class__ is slice and key.step is None:  # the usual: a stretch, inlined
+            new = str.__new__(Spanned, text)
+            if self._starts is None:  # as written: so is any stretch of it
+                start = self._offset + key.indices(len(self))[0]
+                if start:
+                    new._offset = start
+            else:
+                new._starts, new._ends = self._starts[key], self._ends[key]
+            return new
+        if isinstance(key, slice):  # with a step
+            return Spanned(text, self.starts[key], self.ends[key])
+        if self._starts is None:
             return Spanned.of(text, self._offset + range(len(self))[key])
-        if isinstance(key, slice):
-            return Spanned(text, self._starts[key], self._ends[key])
         return Spanned(text, (self._starts[key],), (self._ends[key],))
 
     def __add__(self, other: str) -> Spanned:
@@ -71,7 +81,11 @@ class Spanned(str):
         return join((other, self))
 
     def strip(self, chars: str | None = None) -> Spanned:
-        return self.rstrip(chars).lstrip(chars)
+        kept = len(str.strip(self, chars))
+        if kept == len(self):
+            return self
+        start = len(self) - len(str.lstrip(self, chars))
+        return self[start : start + kept]
 
     def lstrip(self, chars: str | None = None) -> Spanned:
         kept = len(str.lstrip(self, chars))
