@@ -197,13 +197,10 @@ def test_page_speaks_typed_text(browser, build_dir):
     assert snr_db(trace.audio, audio) >= 40
 
 
-def test_page_without_webgpu_says_why(webgpu_build):
+def test_page_without_webgpu_says_why(browser):
     """Chromium as shipped on Linux, without WebGPU: the page names what is missing."""
-    from kokoro_ext.tools.browser import Browser
-
-    with Browser(webgpu_build, webgpu=False) as b:
-        page = b.open_page()
-        error = page.evaluate("() => window.kokoroPage.error")
-        assert error is not None and "WebGPU" in error, error
-        assert page.inner_text("#status").startswith("Kokoro cannot run here: ")
-        assert page.is_disabled("#speak")
+    page = browser.open_page(webgpu=False)
+    error = page.evaluate("() => window.kokoroPage.error")
+    assert error is not None and "WebGPU" in error, error
+    assert page.inner_text("#status").startswith("Kokoro cannot run here: ")
+    assert page.is_disabled("#speak")

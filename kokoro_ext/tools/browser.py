@@ -77,13 +77,10 @@ _SETUP = """async (base) => {
 class Browser:
     """A headless Chromium with ``directory``'s build loaded; a context manager."""
 
-    def __init__(self, directory: Path, timeout_s: float = 600, webgpu: bool = True):
+    def __init__(self, directory: Path, timeout_s: float = 600):
         self.directory = Path(directory)
         self.timeout_ms = timeout_s * 1000
         self.messages: list[str] = []
-        # without the flag, as most browsers ship today, Chromium on Linux has no WebGPU
-        self.args = _ARGS if webgpu else [a for a in _ARGS if a != "--enable-unsafe-webgpu"]
-        self.webgpu = webgpu
 
     def __enter__(self) -> Browser:
         try:
@@ -96,27 +93,37 @@ class Browser:
         self.server = StaticServer(self.directory)
         self._playwright = sync_playwright().start()
         try:
-            self._browser = self._playwright.chromium.launch(executable_path=executable, args=self.args)
-            self.page = self._new_page()
-            if self.webgpu:
-                self.page.goto(self.server.url + "manifest.json")  # same origin as the build
-                self.page.add_script_tag(url=self.server.url + "tvmjs.js")
-                self.adapter = self.page.evaluate(_SETUP, self.server.url)
+            self._browser = self._playwright.chromium.launch(executable_path=executable, args=_ARGS)
+            self.page = self._new_page(self._browser)
+            self.page.goto(self.server.url + "manifest.json")  # same origin as the build
+            self.page.add_script_tag(url=self.server.url + "tvmjs.js")
+            self.adapter = self.page.evaluate(_SETUP, self.server.url)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def _new_page(self):
-        page = self._browser.new_page()
+    def _new_page(self, browser):
+        page = browser.new_page()
         page.set_default_timeout(self.timeout_ms)
         page.on("console", lambda m: self.messages.append(m.text))
         return page
 
-    def open_page(self, path: str = "index.html"):
+    def open_page(self, path: str = "index.html", webgpu: bool = True):
         """A new tab on the build's ``path``, once its script has set
-        ``window.kokoroPage.ready`` (the demo page's: kokoro_ext/web/static/index.html)."""
-        page = self._new_page()
+        ``window.kokoroPage.ready`` (the demo page's: kokoro_ext/web/static/index.html).
+        ``webgpu=False``: in a second Chromium without the flag, which on Linux has no
+        WebGPU, as most browsers people have."""
+        if webgpu:
+            browser = self._browser
+        else:
+            if not hasattr(self, "_plain"):
+                args = [a for a in _ARGS if a != "--enable-unsafe-webgpu"]
+                self._plain = self._playwright.chromium.launch(
+                    executable_path=chromium(), args=args
+                )
+            browser = self._plain
+        page = self._new_page(browser)
         page.goto(self.server.url + path)
         page.wait_for_function("() => window.kokoroPage?.ready")
         return page
@@ -135,8 +142,9 @@ class Browser:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if hasattr(self, "_browser"):
-            self._browser.close()
+        for name in ("_plain", "_browser"):
+            if hasattr(self, name):
+                getattr(self, name).close()
         if hasattr(self, "_playwright"):
             self._playwright.stop()
         if hasattr(self, "server"):

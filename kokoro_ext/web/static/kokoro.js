@@ -30,8 +30,11 @@ async function gpuDevice(manifest) {
   if (typeof navigator === "undefined" || !navigator.gpu) {
     throw new Error("this browser has no WebGPU (navigator.gpu is undefined)");
   }
-  const output = await tvmjs.detectGPUDevice();
-  if (output === undefined) throw new Error("WebGPU has no adapter here");
+  // tvmjs throws a long message of its own where no adapter is found
+  const output = await tvmjs.detectGPUDevice().catch(() => undefined);
+  if (output === undefined) {
+    throw new Error("this browser's WebGPU has no adapter (WebGPU is off, or no GPU it can use)");
+  }
   const limits = manifest.requires?.limits ?? {};
   for (const [name, value] of Object.entries(limits)) {
     if (output.device.limits[name] < value) {
