@@ -64,6 +64,7 @@ import numpy as np
 
 from harness import load_engine, read_wav, skipped, write_results
 from kokoro_ext.run.wav import SAMPLE_RATE, write_wav
+from kokoro_ext.tools.distance import edit_distance
 
 ASR_RATE = 16_000
 
@@ -145,15 +146,6 @@ def spoken(text: str, written: bool) -> str:
 def words(text: str) -> list[str]:
     """Lower-case words without punctuation (apostrophes inside words kept)."""
     return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
-
-
-def edit_distance(ref: list[str], hyp: list[str]) -> int:
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1]
 
 
 class Recognizer:

@@ -41,6 +41,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from harness import write_results  # noqa: E402
 
 from kokoro_ext.build.web import runtime, text  # noqa: E402
+from kokoro_ext.tools.distance import edit_distance  # noqa: E402
 
 #: kokoro-js as npm publishes it, and its tarball's SHA-256 (27 MB: voices included).
 KOKORO_JS_PACKAGE = "kokoro-js@1.2.1"
@@ -85,16 +86,6 @@ def kokoro_js_module(directory: Path) -> Path:
     return module
 
 
-def distance(a: str, b: str) -> int:
-    """Levenshtein distance in characters."""
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        previous, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ca != cb))
-    return row[-1]
-
-
 def python_front_end(items: list[dict], vocab: dict) -> tuple[list[dict], float]:
     import text_corpus
 
@@ -125,7 +116,7 @@ def score(reference: list[dict], got: list[dict], items: list[dict]) -> dict:
             failed += 1
             js = {"phonemes": ""}
         words += [w["text"] for w in js.get("words") or []] == ref["said"]
-        d = distance(ref["phonemes"], js["phonemes"])
+        d = edit_distance(ref["phonemes"], js["phonemes"])
         errors, length = errors + d, length + len(ref["phonemes"])
         if d == 0:
             exact += 1

@@ -21,6 +21,7 @@ import pytest
 
 import text_corpus
 from kokoro_ext.text import FrontEnd, phonemes_to_ids
+from kokoro_ext.tools.distance import edit_distance
 
 _missing = [tool for tool in ("node", "npm") if not shutil.which(tool)]
 if _missing and not os.environ.get("CI"):
@@ -58,15 +59,6 @@ def sentences() -> list[dict]:
     return items
 
 
-def distance(a: str, b: str) -> int:
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        previous, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ca != cb))
-    return row[-1]
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     from kokoro_ext.build.web import text
@@ -86,7 +78,7 @@ def test_phonemes_agree_with_the_python_front_end(results):
     assert len(items) >= 30
     assert not [g["error"] for g in got if "error" in g]
     exact = sum(g["phonemes"] == e for g, e in zip(got, expected)) / len(items)
-    cer = sum(distance(e, g["phonemes"]) for g, e in zip(got, expected)) / sum(map(len, expected))
+    cer = sum(edit_distance(e, g["phonemes"]) for g, e in zip(got, expected)) / sum(map(len, expected))
     differ = [(i["text"], e, g["phonemes"]) for i, g, e in zip(items, got, expected) if g["phonemes"] != e]
     assert exact >= EXACT and cer <= CER, f"exact {exact:.1%}, CER {cer:.2%}; differ: {differ}"
     # the prose has no words outside the lexicons: all of it as Python says it
