@@ -179,17 +179,22 @@ def group_words(tokens: Sequence[tuple[str, str, str]]) -> list[Word]:
     Tokens glued together without whitespace ("“", "Quoted", "”") form one Word unless
     one of them ends with clause punctuation ("Jones", "—" | "and").
     """
-    words: list[Word] = []
+    return [Word(text, phonemes) for text, phonemes in word_groups(tokens)]
+
+
+def word_groups(tokens: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """``group_words`` as (text, phonemes) pairs (for a caller that makes its own Words)."""
+    groups: list[tuple[str, str]] = []
     text = phonemes = ""
+    last = len(tokens) - 1
     for i, (token_text, token_phonemes, whitespace) in enumerate(tokens):
         text += token_text + whitespace
         phonemes += token_phonemes + whitespace
-        last = i == len(tokens) - 1
-        if whitespace or last or token_phonemes[-1:] in CLAUSE_END:
+        if whitespace or i == last or token_phonemes[-1:] in CLAUSE_END:
             if text.strip() or phonemes.strip():
-                words.append(Word(text, phonemes))
+                groups.append((text, phonemes))
             text = phonemes = ""
-    return words
+    return groups
 
 
 def words_of_phonemes(phonemes: str) -> list[Word]:

@@ -89,7 +89,7 @@ class FrontEnd:
             if self.language.g2p == "misaki-en":
                 said = _misaki_text(part.segments)
                 # the G2P reads a plain str (slicing a Spanned keeps spans: slower)
-                return _located(self._english_g2p().words(str(said)), said)
+                return _located(self._english_g2p().groups(str(said)), said)
             pieces = []
             for segment in part.segments:
                 if isinstance(segment, Phonemes):
@@ -122,38 +122,71 @@ class FrontEnd:
 def _with_text(words: list[Word], text: str) -> list[Word]:
     """Phoneme Words given the text they say: word by word where the counts agree (the
     G2P kept the word boundaries), else the whole text on the first Word."""
-    spelled = [text[m.start() : m.end()] for m in re.finditer(r"\S+\s*", text)]
-    if len(spelled) == len(words):
+    bounds = [m.span() for m in _SPELLED.finditer(text)]
+    if len(bounds) == len(words):
+        if isinstance(text, Spanned):
+            spelled = text.stretches(bounds)
+        else:
+            spelled = [text[start:stop] for start, stop in bounds]
         return [Word(t, w.phonemes) for t, w in zip(spelled, words)]
     return [Word(text + " " if i == 0 else "", w.phonemes) for i, w in enumerate(words)]
 
 
-def _located(words: list[Word], said: str) -> list[Word]:
-    """Words whose text is found in ``said`` (the G2P's input), in order, with the spans
-    of where it was found; a Word the G2P spelled otherwise keeps its text as is."""
+_SPELLED = re.compile(r"\S+\s*")
+
+
+def _located(groups: list[tuple[str, str]], said: str) -> list[Word]:
+    """The G2P's words, (text, phonemes) pairs, as Words whose text is found in ``said``
+    (the G2P's input), in order, with the spans of where it was found; a word the G2P
+    spelled otherwise keeps its text as is."""
     if not isinstance(said, Spanned):
-        return words
+        return [Word(text, phonemes) for text, phonemes in groups]
+    bounds = _as_said(groups, said)
+    if bounds is not None:  # the words are the text as given: cut it at their ends
+        pieces = said.stretches(bounds)
+        return [Word(piece if text else text, phonemes)
+                for piece, (text, phonemes) in zip(pieces, groups)]  # fmt: skip
     out = []
     cursor = 0
     find = said.find
-    for word in words:
-        whole = word.text
+    for whole, phonemes in groups:
         # as the input spells it, whitespace after it included (most words)
         at = find(whole, cursor, cursor + len(whole) + 200) if whole else -1
         if at >= 0:
             cursor = at + len(whole.rstrip())
-            out.append(Word(said[at : at + len(whole)], word.phonemes))
+            out.append(Word(said[at : at + len(whole)], phonemes))
             continue
         text = whole.strip()
         # the G2P may drop symbols: look a little ahead, never back
         at = find(text, cursor, cursor + len(text) + 200) if text else -1
         if at < 0:
-            out.append(word)
+            out.append(Word(whole, phonemes))
             continue
         cursor = at + len(text)
         lead = len(whole) - len(whole.lstrip())
-        out.append(Word(whole[:lead] + said[at:cursor] + whole[lead + len(text) :], word.phonemes))
+        out.append(Word(whole[:lead] + said[at:cursor] + whole[lead + len(text) :], phonemes))
     return out
+
+
+def _as_said(groups: list[tuple[str, str]], said: str) -> list[tuple[int, int]] | None:
+    """Where each word is in ``said`` when the words' text joined is ``said`` (nearly
+    every sentence) and finding them one by one, as ``_located`` does otherwise, finds
+    each where it stands: no word starts with whitespace (only the whitespace after the
+    word before it lies between where that search starts and the word) and none of
+    that whitespace is longer than the search looks ahead.  None otherwise."""
+    if "".join([text for text, _ in groups]) != said:
+        return None
+    bounds = []
+    at = cursor = 0  # where the word starts; where the search for it would start
+    for text, _ in groups:
+        size = len(text)
+        if size:
+            if text[0].isspace() or at - cursor > 200:
+                return None
+            cursor = at + len(text.rstrip())
+        bounds.append((at, at + size))
+        at += size
+    return bounds
 
 
 def say_as(segment: SayAs, code: str) -> str:

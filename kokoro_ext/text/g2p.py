@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Mapping
 from json.decoder import scanstring
 
-from kokoro_ext.text.chunking import Word, group_words
+from kokoro_ext.text.chunking import Word, word_groups
 from kokoro_ext.text.tokenizer import tokenize
 
 _PUNCTUATION_TAGGER = "kokoro_ext_punctuation_tagger"
@@ -95,6 +95,15 @@ def _offline_g2p_class() -> type:
 
     en = _misaki_en()
 
+    underscore = en.MToken.Underscore
+
+    def _underscore():
+        # Underscore(is_head=True, num_flags="", prespace=False), the same dict and
+        # attributes, without addict's __setitem__ and _hook for each plain value
+        made = underscore()
+        dict.update(made, is_head=True, num_flags="", prespace=False)
+        return made
+
     class OfflineG2P(en.G2P):
         """misaki's en.G2P with kokoro_ext.text.tokenizer in place of spaCy."""
 
@@ -102,10 +111,7 @@ def _offline_g2p_class() -> type:
             if self.nlp is not None:  # Phonemizer(spacy=True): misaki's own code
                 return super().tokenize(text, tokens, features)
             mutable = [
-                en.MToken(
-                    text=t.text, tag=t.tag_, whitespace=t.whitespace_,
-                    _=en.MToken.Underscore(is_head=True, num_flags="", prespace=False),
-                )  # fmt: skip
+                en.MToken(text=t.text, tag=t.tag_, whitespace=t.whitespace_, _=_underscore())
                 for t in tokenize(text)
             ]
             if not features:
@@ -161,6 +167,7 @@ class _GrownDictionary(Mapping):
         self._entries: dict | None = None
         self._sorted: _SortedEntries | None = None
         self._lock = threading.Lock()
+        self._known: dict[str, object] = {}  # _grown's answers so far
 
     def _bytes(self) -> bytes:
         from importlib.resources import files
@@ -191,7 +198,19 @@ class _GrownDictionary(Mapping):
         return self._sorted.get(word)
 
     def _grown(self, word: str):
-        """The value ``grow_dictionary`` gives ``word``, None where it has none."""
+        """The value ``grow_dictionary`` gives ``word``, None where it has none (kept:
+        misaki asks for the same words again and again)."""
+        if word.__class__ is str:  # a str subclass may compare as another str
+            try:
+                return self._known[word]
+            except KeyError:
+                pass
+        value = self._find(word)
+        if word.__class__ is str:
+            self._known[word] = value
+        return value
+
+    def _find(self, word: str):
         if not isinstance(word, str):
             return None
         value = self._entry(word)
@@ -351,14 +370,19 @@ class Phonemizer:
         misaki has no pronunciation for, such as "%" after a number) is dropped with a
         warning naming it.
         """
+        return [Word(text, phonemes) for text, phonemes in self.groups(text, stacklevel=3)]
+
+    def groups(self, text: str, stacklevel: int = 2) -> list[tuple[str, str]]:
+        """``words(text)`` as (text, phonemes) pairs (for a caller that makes its own
+        Words); ``stacklevel`` is the warning's, as warnings.warn counts it from here."""
         _, tokens = self._g2p(text)
         # a hyphen joining words ("thirty-four", "well-known") is not text left unsaid
         silent = [t.text for t in tokens if not t.phonemes and t.text.strip() not in ("", "-")]
         if silent:
             warnings.warn(
-                f"dropping text with no pronunciation: {' '.join(silent)!r}", stacklevel=2
+                f"dropping text with no pronunciation: {' '.join(silent)!r}", stacklevel=stacklevel
             )
-        return group_words([(t.text, t.phonemes or "", t.whitespace) for t in tokens])
+        return word_groups([(t.text, t.phonemes or "", t.whitespace) for t in tokens])
 
 
 def phonemes_to_ids(phonemes: str, vocab: Mapping[str, int]) -> list[int]:

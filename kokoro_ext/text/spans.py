@@ -74,6 +74,27 @@ class Spanned(str):
             return Spanned.of(text, self._offset + range(len(self))[key])
         return Spanned(text, (self._starts[key],), (self._ends[key],))
 
+    def stretches(self, bounds: Iterable[tuple[int, int]]) -> list[Spanned]:
+        """``[self[start:stop] for start, stop in bounds]`` for bounds within the text
+        (0 <= start <= stop <= len), without a ``__getitem__`` call for each."""
+        plain = str.__str__(self)  # a str: sliced without this class's __getitem__
+        new = str.__new__
+        out: list[Spanned] = []
+        if self._starts is None:  # as written: so is any stretch of it
+            offset = self._offset
+            for start, stop in bounds:
+                piece = new(Spanned, plain[start:stop])
+                if offset + start:
+                    piece._offset = offset + start
+                out.append(piece)
+            return out
+        starts, ends = self._starts, self._ends
+        for start, stop in bounds:
+            piece = new(Spanned, plain[start:stop])
+            piece._starts, piece._ends = starts[start:stop], ends[start:stop]
+            out.append(piece)
+        return out
+
     def __add__(self, other: str) -> Spanned:
         return join((self, other))
 

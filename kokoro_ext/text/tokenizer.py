@@ -12,6 +12,7 @@ spaCy tokenizer gives on a varied set of sentences.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -104,14 +105,21 @@ def _split_word(word: str) -> list[str]:
     return prefixes + middle + suffixes[::-1]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _tagged(word: str) -> tuple[tuple[str, str], ...]:
+    """``word``'s tokens (``_split_word``) with their tags: the same for the same word,
+    kept for the next time it comes (most text says the same words again)."""
+    return tuple((part, _tag(part)) for part in _split_word(word))
+
+
 def tokenize(text: str) -> list[Token]:
     """``text`` as Tokens; their texts and whitespace join back to ``text``."""
     tokens: list[Token] = []
     for match in re.finditer(r"(\S+)(\s*)", text):
-        parts = _split_word(match[1])
-        for i, part in enumerate(parts):
-            space = match[2][:1] if i == len(parts) - 1 else ""
-            tokens.append(Token(part, _tag(part), space))
+        parts = _tagged(match[1])
+        last = len(parts) - 1
+        for i, (part, tag) in enumerate(parts):
+            tokens.append(Token(part, tag, match[2][:1] if i == last else ""))
         # spaCy keeps extra whitespace as tokens of its own
         if len(match[2]) > 1:
             tokens.append(Token(match[2][1:], "_SP", ""))
