@@ -27,6 +27,8 @@ from kokoro_ext.text.chunking import Word, word_groups
 from kokoro_ext.text.tokenizer import tokenize
 
 _PUNCTUATION_TAGGER = "kokoro_ext_punctuation_tagger"
+#: Most lexicon answers kept (the tokenizer keeps as many splits).
+_KNOWN_MOST = 65536
 _JSON = json.JSONDecoder()
 _IMPORT_LOCK = threading.Lock()
 
@@ -207,6 +209,8 @@ class _GrownDictionary(Mapping):
                 pass
         value = self._find(word)
         if word.__class__ is str:
+            if len(self._known) >= _KNOWN_MOST:  # a server reads unbounded vocabularies
+                self._known.clear()
             self._known[word] = value
         return value
 
