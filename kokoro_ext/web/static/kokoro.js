@@ -55,6 +55,19 @@ async function gpuDevice(manifest) {
   return output;
 }
 
+/** A module of one SIMD instruction (wasm-feature-detect's): valid where the browser's
+ * WebAssembly has 128-bit SIMD, which a wasm build's code needs. */
+const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3,
+  2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
+
+/** An Error saying what of the manifest's WebAssembly features this browser lacks. */
+function checkWasm(manifest) {
+  const features = manifest.requires?.wasm_features ?? [];
+  if (features.includes("simd128") && !WebAssembly.validate(SIMD_PROBE)) {
+    throw new Error("this browser's WebAssembly has no SIMD (simd128)");
+  }
+}
+
 class Stage {
   constructor(tvm, vm, main, weights, entry) {
     Object.assign(this, { tvm, vm, main, weights, entry });
@@ -186,6 +199,7 @@ export async function loadBuild(base, { log = () => {} } = {}) {
     try {
       const url = new URL(candidate, globalThis.location?.href);
       const manifest = await fetchManifest(url);
+      if (deviceOf(manifest) === "wasm") checkWasm(manifest);
       const gpu = deviceOf(manifest) === "webgpu" ? await gpuDevice(manifest) : null;
       const build = new Build(url, manifest, gpu, log);
       build.skipped = skipped;
