@@ -317,3 +317,18 @@ def test_openblas_gets_its_avx512_kernels_only_where_the_host_has_them(name, cor
     from kokoro_ext.run.native import openblas_coretype
 
     assert openblas_coretype(HOSTS[name]) == coretype
+
+
+def test_wasm_is_a_browser_cpu_target_without_native_kernels():
+    from kokoro_ext.build.gpu_target import WASM, gpu_target
+    from kokoro_ext.build.pipeline import PipelineOptions
+
+    target = parse_target("wasm")
+    assert target == {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm",
+                      "mcpu": "generic", "mattr": ["+simd128"]}  # fmt: skip
+    assert gpu_target(target) is WASM and gpu_target("wasm") is WASM
+    assert not WASM.is_gpu and WASM.in_browser and WASM.lstm_backend == "tir"
+    assert WASM.pipeline == PipelineOptions(native_dense=False, native_storage=False)
+    # an llvm target is wasm's only if it is wasm's: a CPU's stays a CPU's
+    assert gpu_target(parse_target("llvm")) is None
+    assert gpu_target(parse_target("aarch64")) is None

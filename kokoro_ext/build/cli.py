@@ -36,7 +36,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
         default="llvm",
         help="TVM target: llvm (this host's CPU, the default), 'llvm -mcpu=<cpu>' or a JSON "
         "dict; e.g. 'llvm -mcpu=x86-64-v2' for artifacts that run on any recent x86-64; or "
-        "a GPU: " + "; ".join(f"{t.name} ({t.what})" for t in GPU_TARGETS.values()),
+        "a GPU or a browser: " + "; ".join(f"{t.name} ({t.what})" for t in GPU_TARGETS.values()),
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="artifacts directory (default: ./artifacts)"

@@ -121,7 +121,7 @@ def compile_stage(
     a GPU target's entry where a word names it (kokoro_ext.build.gpu_target)."""
     gpu = target if isinstance(target, GpuTarget) else gpu_target(parse_target(target))
     if gpu is not None:
-        lstm_backend, native_dense, weight_dtype = "gpu", False, "float32"
+        lstm_backend, native_dense, weight_dtype = gpu.lstm_backend, False, "float32"
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     dynamic = spec.dynamic(model)
@@ -140,7 +140,7 @@ def compile_stage(
     )
     transform = None
     if gpu is not None:
-        with gpu.codegen():
+        with gpu.codegen():  # the GPU pipeline, or the CPU's without native kernels (wasm)
             executable = _compile(mod, gpu.target, gpu.pipeline, seconds)
         gpu.check(executable, spec.name)
     else:
@@ -153,7 +153,7 @@ def compile_stage(
         seconds["compile_transform"] = here["compile"]
     parameters = [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
     signature = spec.signature(program, dynamic)
-    if gpu is not None and gpu.pipeline.wgsl:
+    if gpu is not None and getattr(gpu.pipeline, "wgsl", False):
         signature = narrowed(signature)
     return CompiledStage(
         executable, ir_lines, seconds, weights, parameters, signature, transform

@@ -170,7 +170,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 patches={p.patch: p.state for p in env.patches},
                 target=target,
                 cpu_features=() if gpu else tuple(sorted(target_instruction_features(target))),
-                lstm_backend="gpu" if gpu else options.lstm_backend,
+                lstm_backend=gpu.lstm_backend if gpu else options.lstm_backend,
                 weight_dtype="float32" if gpu else options.weight_dtype,
                 precision=chosen if _stores_int8(stages.values()) else "fp32",
                 dense="tvm" if gpu else options.dense,
@@ -308,7 +308,8 @@ def _products(options: BuildOptions) -> Products:
     if gpu_target(target) is not None:
         if options.precision not in ("auto", "fp32"):
             raise ValueError(
-                f"--precision {options.precision} is for CPUs; a {target['kind']} build "
+                f"--precision {options.precision} is for CPUs with the native kernels; "
+                f"a {gpu_target(target).name} build "
                 "computes in float32 (--precision fp32 or auto)"
             )
         return products("fp32", frozenset(), False)
@@ -358,11 +359,11 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
     )
     file = artifacts.stage_file(name, gpu.library_suffix if gpu else ".so")
     path = staging / file
-    cc = linker(target)  # another architecture's: that triple's GCC links it
     fpack_imports = None
     if gpu is not None:
         fcompile, fpack_imports = gpu.fcompile(), gpu.fpack_imports()
     else:
+        cc = linker(target)  # another architecture's: that triple's GCC links it
         fcompile = None if cc is None else cross_compiler(_checked_linker(cc))
     compiled.executable.export_library(str(path), fcompile=fcompile, fpack_imports=fpack_imports)
     # the weights as the library that ships computes with them, by its own transform (a

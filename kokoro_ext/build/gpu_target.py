@@ -1,9 +1,11 @@
-"""GPU targets: what a build for a GPU differs in, in one place.
+"""GPU targets, and the browser's CPU: what a build for them differs in, in one place.
 
 A ``--target`` naming one of ``GPU_TARGETS`` compiles the stages through
 kokoro_ext.build.gpu_pipeline instead of the CPU pipeline, with the LSTM as GPU kernels
 (kokoro_ext.build.kernels.lstm_gpu), and links each stage as the target's runtime loads
 it.  The weight transform still runs on the build machine, compiled for it.
+``wasm`` is the one entry that is not a GPU: the CPU pipeline without the native
+kernels, for a browser's CPU (below).
 
   webgpu   WGSL kernels, wasm32 host code linked with TVM's web runtime into one
            ``<stage>.wasm`` that tvmjs loads in a browser (kokoro_ext.build.web).  WGSL
@@ -16,6 +18,13 @@ it.  The weight transform still runs on the build machine, compiled for it.
            compiles for a later GPU; ``cuda-sm80`` ... ``cuda-sm90`` one architecture
            each (nvcc's sm_XX, what ``nvidia-smi --query-gpu=compute_cap`` reports as
            X.Y), a quarter of the kernels' size.
+  wasm     a browser's CPU, for browsers without WebGPU: the CPU pipeline's kernels as
+           wasm32 code with SIMD (simd128), linked with TVM's web runtime into one
+           ``<stage>.wasm`` as for webgpu, the page's files beside them.  The native
+           kernels (cpp/) are not there: the pipeline without them (TVM's own
+           convolutions and products, the LSTM as a TIR loop, the VM's own storage),
+           float32 weights.  Token ids and lengths stay int64 (wasm32 has 64-bit integers;
+           kokoro.js passes tvmjs their bytes).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from kokoro_ext.build.gpu_pipeline import GpuPipelineOptions
+from kokoro_ext.build.pipeline import PipelineOptions
 
 #: The browser's files of this package: the page and its module.
 STATIC = Path(__file__).resolve().parents[1] / "web" / "static"
@@ -42,25 +52,39 @@ class GpuTarget:
     what: str  # for messages and --help
     target: Mapping[str, Any]  # the TVM target, as JSON
     library_suffix: str  # of the stage libraries
-    #: what it takes of the GPU pipeline (kokoro_ext.build.gpu_pipeline)
-    pipeline: GpuPipelineOptions
+    #: what it takes of the GPU pipeline (kokoro_ext.build.gpu_pipeline), or of the CPU
+    #: pipeline (kokoro_ext.build.pipeline) for a CPU without the native kernels
+    pipeline: GpuPipelineOptions | PipelineOptions
     #: what the manifest tells the loader of the device it needs
     requires: Mapping[str, Any] = field(default_factory=dict)
     #: CUDA: the architectures whose machine code the kernels hold (sm_XX), and the PTX
     #: (compute_XX) stored for later ones, or None
     architectures: tuple[str, ...] = ()
     ptx: str | None = None
+    #: the LSTM's lowering (kokoro_ext.build.frontend.lstm)
+    lstm_backend: str = "gpu"
 
     @property
     def is_cuda(self) -> bool:
         return self.target["kind"] == "cuda"
+
+    @property
+    def is_gpu(self) -> bool:
+        """Whether the kernels are GPU kernels (wasm's are CPU code)."""
+        return self.target["kind"] != "llvm"
+
+    @property
+    def in_browser(self) -> bool:
+        """Whether the stages run in a browser: tvmjs loads them, the page's files ship
+        beside them."""
+        return self.library_suffix == ".wasm"
 
     def add_page(self, directory: Path) -> None:
         """Write what loads the build beside its stages in ``directory``: for webgpu,
         tvmjs, the page and its modules (kokoro_ext/web/static), and the fetched voice
         packs (``voices/<name>.bin``, listed in ``voices.json``), so that the folder
         works from any static host."""
-        if self.name != "webgpu":
+        if not self.in_browser:
             return
         from kokoro_ext.build.web import runtime, text
         from kokoro_ext.run import cache
@@ -88,7 +112,7 @@ class GpuTarget:
     def fcompile(self) -> Callable | None:
         """``export_library``'s ``fcompile`` for this target's stage libraries; refuses
         (ValueError) where its toolchain is missing, before any compiling."""
-        if self.name == "webgpu":
+        if self.in_browser:
             from kokoro_ext.build.web import runtime
 
             runtime.emcc()  # refuses with how to install it, before any compiling
@@ -129,6 +153,19 @@ WEBGPU = GpuTarget(
     requires={"features": [], "limits": {"maxComputeInvocationsPerWorkgroup": 256}},
 )
 
+#: A browser's CPU: wasm32 with 128-bit SIMD (every browser since 2021-2023: Chrome 91,
+#: Firefox 89, Safari 16.4), through the CPU pipeline without the native kernels.
+WASM = GpuTarget(
+    name="wasm",
+    what="a browser's CPU without WebGPU: wasm32 SIMD code with TVM's web runtime",
+    target={"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm", "mcpu": "generic",
+            "mattr": ["+simd128"]},
+    library_suffix=".wasm",
+    pipeline=PipelineOptions(native_dense=False, native_storage=False),
+    requires={"wasm_features": ["simd128"]},
+    lstm_backend="tir",
+)
+
 #: What the plain ``cuda`` target holds machine code for: A100 (sm_80), the RTX 30 and A10
 #: (sm_86), the RTX 40, L4 and L40 (sm_89), H100 and H200 (sm_90).
 CUDA_ARCHITECTURES = ("sm_80", "sm_86", "sm_89", "sm_90")
@@ -162,15 +199,16 @@ CUDA_PRESETS = tuple(
     for arch in CUDA_ARCHITECTURES
 )  # fmt: skip
 
-GPU_TARGETS: dict[str, GpuTarget] = {t.name: t for t in (WEBGPU, CUDA, *CUDA_PRESETS)}
+GPU_TARGETS: dict[str, GpuTarget] = {t.name: t for t in (WEBGPU, WASM, CUDA, *CUDA_PRESETS)}
 
 
 def gpu_target(target: Mapping[str, Any] | str) -> GpuTarget | None:
-    """The GPU target of a parsed target dict or a --target word, None for a CPU one.
+    """The GPU_TARGETS entry of a parsed target dict or a --target word, None for a CPU
+    one.
 
     A dict is the entry whose TVM target it is (``cuda`` before ``cuda-sm80``, whose
-    targets are the same: a build names its entry by the word), else the first of its
-    kind."""
+    targets are the same: a build names its entry by the word), else the first GPU of
+    its kind (an llvm dict is wasm's only if it is wasm's target)."""
     if isinstance(target, str):
         return GPU_TARGETS.get(target.strip())
     for gpu in GPU_TARGETS.values():
@@ -178,6 +216,6 @@ def gpu_target(target: Mapping[str, Any] | str) -> GpuTarget | None:
             return gpu
     kind = target.get("kind")
     for gpu in GPU_TARGETS.values():
-        if gpu.target["kind"] == kind:
+        if gpu.is_gpu and gpu.target["kind"] == kind:
             return gpu
     return None

@@ -22,6 +22,10 @@ runs them in order.  This is the one place that decides which passes run and whe
   finalize_passes  cpu_generic's, with ``pooled_storage`` right after
       ``LowerRuntimeBuiltin`` has made the planned storage allocations VM calls
       (kokoro_ext.build.passes.memory).
+
+Without ``native_dense`` and ``native_storage`` (and with the "tir" LSTM), a stage calls
+nothing of the native kernel library (cpp/): what a CPU without it takes, a browser's
+(the ``wasm`` target, kokoro_ext.build.gpu_target).
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ class PipelineOptions:
     products: LayerProducts = LayerProducts()
     #: Compile ``main_transform_params`` alone, without ``main``.
     transform_only: bool = False
+    #: Whether the storage comes from the native pool (``pooled_storage``) or the VM's
+    #: own allocator.
+    native_storage: bool = True
 
 
 def library_dispatch_passes(
@@ -104,9 +111,13 @@ def dataflow_lower_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]
     return cpu_generic.dataflow_lower_passes(target)
 
 
-def finalize_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+def finalize_passes(
+    target: tvm.target.Target, native_storage: bool = True
+) -> list[tvm.transform.Pass]:
     """cpu_generic's, with the host storage allocations sent to the native pool once
-    LowerRuntimeBuiltin has made them VM calls."""
+    LowerRuntimeBuiltin has made them VM calls (with ``native_storage``)."""
+    if not native_storage:
+        return list(cpu_generic.finalize_passes(target))
     passes = []
     for p in cpu_generic.finalize_passes(target):
         passes.append(p)
@@ -135,7 +146,7 @@ def get_default_pipeline(
                 )
                 + legalize_passes(target, options.transform_only)
                 + dataflow_lower_passes(target)
-                + finalize_passes(target)
+                + finalize_passes(target, options.native_storage)
             )
             return seq(mod)
 

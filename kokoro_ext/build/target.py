@@ -28,7 +28,9 @@ instruction features are those the run side can tell on that architecture
 
 **GPUs.**  ``webgpu``, ``cuda`` and its presets ``cuda-sm80`` ... ``cuda-sm90``
 (kokoro_ext.build.gpu_target: ``GPU_TARGETS``) are GPU targets: no CPU features, a host
-of their own (wasm32; generic x86-64), their own pipeline.
+of their own (wasm32; generic x86-64), their own pipeline.  ``wasm`` (a browser's CPU)
+is an entry of the same table: an llvm target for wasm32 with SIMD, the CPU pipeline
+without the native kernels, linked and shipped as webgpu's stages are.
 
 Every function that looks at the host takes ``host=`` so tests can simulate machines.
 """

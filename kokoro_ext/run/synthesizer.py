@@ -97,6 +97,12 @@ def check_cpu(manifest: Manifest, host: cpu.HostCPU | None = None) -> None:
             "in a browser (python -m kokoro_ext.web --artifacts DIR serves it); build "
             "for this CPU with `python -m kokoro_ext.build --target llvm`"
         )
+    if cpu.architecture(manifest.target.get("mtriple") or "") == "wasm32":
+        raise ValueError(
+            "these artifacts were compiled for wasm32, a browser's CPU: a --target wasm "
+            "build runs in a browser (python -m kokoro_ext.web --artifacts DIR serves it); "
+            "build for this CPU with `python -m kokoro_ext.build --target llvm`"
+        )
     cpu.check_architecture(manifest.target.get("mtriple"), "these artifacts were", host)
     mcpu = manifest.target.get("mcpu", "the build host")
     what = f"these artifacts were compiled for CPU {mcpu!r} and"

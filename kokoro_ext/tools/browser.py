@@ -54,7 +54,7 @@ def _decode(value: dict) -> np.ndarray:
 # In the page: base64 <-> typed arrays, and the build's stages by name.
 _SETUP = """async (base) => {
   const { loadBuild } = await import(base + "kokoro.js");
-  const TYPES = { float32: Float32Array, int32: Int32Array };
+  const TYPES = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array };
   const decode = (v) => {
     const bytes = Uint8Array.from(atob(v.data), (c) => c.charCodeAt(0));
     return { data: new TYPES[v.dtype](bytes.buffer), shape: v.shape };
@@ -70,7 +70,7 @@ _SETUP = """async (base) => {
   const build = await loadBuild(base);
   window.kokoroRunStage = async (name, inputs) =>
     (await build.run(name, inputs.map(decode))).map(encode);
-  return build.gpu.adapterInfo ? JSON.stringify(build.gpu.adapterInfo) : "";
+  return build.gpu?.adapterInfo ? JSON.stringify(build.gpu.adapterInfo) : "";
 }"""
 
 

@@ -1,26 +1,40 @@
 // Kokoro's compiled stages in the browser: a build of `python -m kokoro_ext.build
-// --target webgpu`, loaded with tvmjs (TVM's JavaScript runtime, `tvmjs.js` beside the
-// build, loaded first as a classic script: it defines the global `tvmjs`).
+// --target webgpu` (or `--target wasm`: the stages on the CPU, for browsers without
+// WebGPU), loaded with tvmjs (TVM's JavaScript runtime, `tvmjs.js` beside the build,
+// loaded first as a classic script: it defines the global `tvmjs`).
 //
 //   const build = await loadBuild("./");          // the build's folder, as a URL
 //   const [F0, N] = await build.run("prosody", [en, lengths, style]);
+//
+// A site offering both builds passes their folders in order of preference:
+// `loadBuild(["webgpu/", "wasm/"])` loads the first this browser can run;
+// `build.device` says which ("webgpu" or "wasm"), `build.skipped` why the others not.
 //
 // A tensor is {data: Float32Array | Int32Array, shape: number[]}.  Each stage is its own
 // WebAssembly module (its host code and TVM's web runtime) with its own tvmjs instance;
 // all of them share one GPUDevice.  A stage's weights are fetched once, uploaded to the
 // GPU once, and passed to its `main` after the inputs, in the order the manifest lists.
+// A wasm build's stages run on tvm.cpu(), in the stage's WebAssembly memory; its token
+// ids and lengths are int64, and an Int32Array given for them is widened.
 
-const DTYPES = { float32: Float32Array, int32: Int32Array };
+const DTYPES = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array };
+
+/** "webgpu", "wasm" (llvm for wasm32: the CPU in the browser) or undefined. */
+function deviceOf(manifest) {
+  const target = manifest.target ?? {};
+  if (target.kind === "webgpu") return "webgpu";
+  if (target.kind === "llvm" && target.mtriple?.startsWith("wasm32")) return "wasm";
+  return undefined;
+}
 
 /** The build's manifest, checked for what this module can run. */
 async function fetchManifest(base) {
   const response = await fetch(new URL("manifest.json", base));
   if (!response.ok) throw new Error(`${base}manifest.json: HTTP ${response.status}`);
   const manifest = await response.json();
-  if (manifest.target?.kind !== "webgpu") {
-    throw new Error(
-      `this build is for ${manifest.target?.kind}: a browser runs a --target webgpu build`,
-    );
+  if (deviceOf(manifest) === undefined) {
+    throw new Error(`this build is for ${manifest.target?.kind} ` +
+      `${manifest.target?.mtriple ?? ""}: a browser runs a --target webgpu or wasm build`);
   }
   return manifest;
 }
@@ -44,6 +58,19 @@ async function gpuDevice(manifest) {
   return output;
 }
 
+/** A module of one SIMD instruction (wasm-feature-detect's): valid where the browser's
+ * WebAssembly has 128-bit SIMD, which a wasm build's code needs. */
+const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3,
+  2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
+
+/** An Error saying what of the manifest's WebAssembly features this browser lacks. */
+function checkWasm(manifest) {
+  const features = manifest.requires?.wasm_features ?? [];
+  if (features.includes("simd128") && !WebAssembly.validate(SIMD_PROBE)) {
+    throw new Error("this browser's WebAssembly has no SIMD (simd128)");
+  }
+}
+
 class Stage {
   constructor(tvm, vm, main, weights, entry) {
     Object.assign(this, { tvm, vm, main, weights, entry });
@@ -52,7 +79,7 @@ class Stage {
   /** Run the stage on `inputs` (in the signature's order); its outputs, on the CPU. */
   async run(inputs) {
     const { tvm, entry } = this;
-    const device = tvm.webgpu();
+    const device = this.device;
     const signature = entry.signature;
     if (inputs.length !== signature.inputs.length) {
       throw new Error(`${entry.file} takes ${signature.inputs.length} inputs, got ${inputs.length}`);
@@ -61,6 +88,14 @@ class Stage {
     try {
       const args = inputs.map((input, i) => {
         const [name, dtype] = signature.inputs[i];
+        if (dtype === "int64" && input.data instanceof Int32Array) {
+          input = { ...input, data: BigInt64Array.from(input.data, (v) => BigInt(v)) };
+        }
+        if (dtype === "int64" && input.data instanceof BigInt64Array) {  // tvmjs: as bytes
+          const { buffer, byteOffset, byteLength } = input.data;
+          return tvm.empty(input.shape, dtype, device)
+            .copyFromRawBytes(new Uint8Array(buffer, byteOffset, byteLength));
+        }
         if (!(input.data instanceof DTYPES[dtype])) {
           throw new Error(`input ${name} must be a ${DTYPES[dtype].name}`);
         }
@@ -90,9 +125,11 @@ class Stage {
 export class Build {
   constructor(base, manifest, gpu, log) {
     Object.assign(this, { base, manifest, gpu, log, stages: {}, gpuErrors: [] });
+    this.device = deviceOf(manifest);  // "webgpu" or "wasm" (gpu null)
+    this.skipped = [];  // [{base, reason}]: the candidates loadBuild passed over
     // WebGPU reports an invalid shader or pipeline as an event, and the kernel then
     // writes nothing: a stage's outputs are only good if none came meanwhile.
-    gpu.device.addEventListener("uncapturederror", (event) => {
+    gpu?.device.addEventListener("uncapturederror", (event) => {
       this.gpuErrors.push(event.error.message);
     });
   }
@@ -122,8 +159,8 @@ export class Build {
       }),
     );
     const tvm = await tvmjs.instantiate(new Uint8Array(wasm), tvmjs.createPolyfillWASI(), this.log);
-    tvm.initWebGPU(this.gpu.device);
-    const device = tvm.webgpu();
+    if (this.gpu) tvm.initWebGPU(this.gpu.device);
+    const device = this.gpu ? tvm.webgpu() : tvm.cpu();
     // what outlives this scope is detached from it: the VM, main and the weights
     tvm.beginScope();
     try {
@@ -137,7 +174,9 @@ export class Build {
         return tensor.copyFrom(new Type(weights, offset, count));
       });
       await device.sync();
-      return new Stage(tvm, vm, main, arrays, entry);
+      const stage = new Stage(tvm, vm, main, arrays, entry);
+      stage.device = device;
+      return stage;
     } finally {
       tvm.endScope();
     }
@@ -148,16 +187,30 @@ export class Build {
     const stage = await this.stage(name);
     this.#checkGpu(`loading ${name}`);
     const outputs = await stage.run(inputs);
-    await this.gpu.device.queue.onSubmittedWorkDone();
+    await this.gpu?.device.queue.onSubmittedWorkDone();
     this.#checkGpu(name);
     return outputs;
   }
 }
 
-/** Load the build at `base` (a URL of its folder, ending in "/"). */
+/** Load the build at `base` (a URL of its folder, ending in "/"), or the first of an
+ * array of such folders this browser runs (a webgpu build needs WebGPU; a wasm build
+ * runs anywhere); an Error with every candidate's reason if none. */
 export async function loadBuild(base, { log = () => {} } = {}) {
-  const url = new URL(base, globalThis.location?.href);
-  const manifest = await fetchManifest(url);
-  const gpu = await gpuDevice(manifest);
-  return new Build(url, manifest, gpu, log);
+  const skipped = [];
+  for (const candidate of Array.isArray(base) ? base : [base]) {
+    try {
+      const url = new URL(candidate, globalThis.location?.href);
+      const manifest = await fetchManifest(url);
+      if (deviceOf(manifest) === "wasm") checkWasm(manifest);
+      const gpu = deviceOf(manifest) === "webgpu" ? await gpuDevice(manifest) : null;
+      const build = new Build(url, manifest, gpu, log);
+      build.skipped = skipped;
+      return build;
+    } catch (error) {
+      if (!Array.isArray(base)) throw error;
+      skipped.push({ base: candidate, reason: error.message });
+    }
+  }
+  throw new Error(`no build runs here: ${skipped.map((s) => `${s.base}: ${s.reason}`).join("; ")}`);
 }

@@ -1,0 +1,155 @@
+"""The wasm build (``--target wasm``: the stages on a browser's CPU, for browsers without
+WebGPU) in a real headless Chromium against the CPU build of the same weights: every
+stage on the same inputs, the whole synthesis with the browser computing every stage,
+and ``loadBuild``'s choice between a WebGPU build and it.
+
+Needs chromium, emcc and npm, as tests/test_browser.py (whose helpers it shares).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from kokoro_ext.run import artifacts
+from kokoro_ext.run.pipeline import synthesize_ids
+from kokoro_ext.run.synthesizer import Synthesizer
+from small_build import build_small
+from test_browser import PHONEMES, _cpu_trace, _stage_inputs, snr_db  # skips as it does
+
+#: The whole synthesis in the browser: 6 frames with the random weights.
+SHORT = "ʌ"
+
+# stage: (output, bound on max |browser - cpu| / max |cpu|): float32 kernels of another
+# order of summation (TVM's own products against the native kernels), a libm of
+# emscripten's (measured: text 2.5e-7, prosody 8.3e-7, source 3.0e-6).
+BOUNDS = {
+    "text": {"d": 1e-5, "duration": 1e-5, "t_en": 1e-5},
+    "prosody": {"F0": 1e-4, "N": 1e-4},
+    "source": {"spectrum": 1e-4},
+}
+
+
+@pytest.fixture(scope="module")
+def wasm_build(tmp_path_factory):
+    """The small config for --target wasm, with the CPU build's random weights (seed 0)."""
+    return build_small(tmp_path_factory.mktemp("wasm"), log=lambda _: None, target="wasm")
+
+
+@pytest.fixture(scope="module")
+def cpu_trace(build_dir):
+    return _cpu_trace(build_dir, PHONEMES)
+
+
+@pytest.fixture(scope="module")
+def browser(wasm_build):
+    from kokoro_ext.tools.browser import Browser
+
+    with Browser(wasm_build) as b:
+        yield b
+
+
+def test_wasm_build_layout(wasm_build):
+    manifest = artifacts.read_manifest(wasm_build)
+    assert manifest.target["mtriple"].startswith("wasm32") and "+simd128" in manifest.target["mattr"]
+    assert manifest.cpu_features == () and manifest.lstm_backend == "tir"
+    assert manifest.dense == "tvm" and manifest.weight_dtype == "float32"
+    for name, entry in manifest.stages.items():
+        assert entry.file == f"{name}.wasm"
+        assert (wasm_build / entry.file).read_bytes()[:4] == b"\0asm"
+        assert all(t.dtype == "float32" for t in entry.weights.tensors)
+        # wasm32 has 64-bit integers: the CPU build's signature (kokoro.js widens int32)
+        assert [t.dtype for t in entry.signature.inputs if t.name == "lengths"] == ["int64"]
+    for page_file in ("tvmjs.js", "kokoro.js", "text.js"):
+        assert (wasm_build / page_file).is_file()
+
+
+def test_wasm_stages_call_no_native_kernel(wasm_build):
+    """Nothing of the native kernel library (kokoro_ext.*: cpp/) is imported by a stage:
+    the browser has none of it."""
+    for entry in artifacts.read_manifest(wasm_build).stages.values():
+        assert b"kokoro_ext." not in (wasm_build / entry.file).read_bytes(), entry.file
+
+
+def test_python_refuses_a_wasm_build(wasm_build):
+    with pytest.raises(ValueError, match="compiled for wasm32, a browser's CPU"):
+        Synthesizer(wasm_build)
+
+
+@pytest.mark.parametrize("stage", ["text", "prosody", "source"])
+def test_wasm_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = cpu_trace
+    manifest = artifacts.read_manifest(browser.directory)
+    got = browser_stages(browser, manifest)(stage)(**_stage_inputs(trace, synth, stage))
+    want = trace.stages[stage]
+    assert set(got) == set(want)
+    for name, reference in want.items():
+        assert got[name].shape == reference.shape, name
+        assert np.isfinite(got[name]).all(), name
+        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
+        assert error <= BOUNDS[stage][name], (name, error)
+
+
+def test_whole_synthesis_in_wasm(browser, build_dir):
+    """Every stage computed in the browser's CPU, the decoder too, the host steps in
+    Python: the audio of the CPU build, to 40 dB."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, ids, style, trace = _cpu_trace(build_dir, SHORT)
+    manifest = artifacts.read_manifest(browser.directory)
+    got = synthesize_ids(browser_stages(browser, manifest), synth.geometry, ids, style,
+                         synth.limits, seed=3)  # fmt: skip
+    np.testing.assert_array_equal(got.durations, trace.durations)
+    assert got.audio.shape == trace.audio.shape
+    assert snr_db(trace.audio, got.audio) >= 40
+
+
+@pytest.mark.parametrize("webgpu", [False, True], ids=["without-webgpu", "with-webgpu"])
+def test_load_build_chooses(browser, tmp_path, webgpu):
+    """A site with both builds: ``loadBuild(["webgpu/", "wasm/"])`` loads the WebGPU build
+    where the browser has WebGPU, else the wasm build, and says why not the other.
+    (Chromium on Linux has WebGPU only with --enable-unsafe-webgpu; the WebGPU build here
+    is the wasm build's manifest as a webgpu one: only the choice is tested.)"""
+    from kokoro_ext.tools.browser import StaticServer, chromium
+
+    wasm_build = browser.directory.resolve()
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "wasm").symlink_to(wasm_build, target_is_directory=True)
+    (site / "webgpu").mkdir()
+    manifest = json.loads((wasm_build / artifacts.MANIFEST).read_text())
+    manifest["target"] = {"kind": "webgpu"}
+    manifest["requires"] = {"limits": {"maxComputeInvocationsPerWorkgroup": 256}}
+    (site / "webgpu" / artifacts.MANIFEST).write_text(json.dumps(manifest))
+    for file in ("tvmjs.js", "kokoro.js"):
+        shutil.copyfile(wasm_build / file, site / file)
+    args = ["--no-sandbox", "--disable-dev-shm-usage"] + ["--enable-unsafe-webgpu"] * webgpu
+    server = StaticServer(site)
+    # another Chromium of the fixture's Playwright (one Playwright per thread)
+    other = browser._playwright.chromium.launch(executable_path=chromium(), args=args)
+    try:
+        page = other.new_page()
+        page.goto(server.url + "kokoro.js")  # the site's origin
+        page.add_script_tag(url=server.url + "tvmjs.js")
+        got = page.evaluate(
+            """async (base) => {
+              const { loadBuild } = await import(base + "kokoro.js");
+              const build = await loadBuild([base + "webgpu/", base + "wasm/"]);
+              return { device: build.device, base: build.base.href, skipped: build.skipped };
+            }""",
+            server.url,
+        )
+    finally:
+        other.close()
+        server.close()
+    if webgpu:
+        assert got == {"device": "webgpu", "base": server.url + "webgpu/", "skipped": []}
+    else:
+        assert got["device"] == "wasm" and got["base"] == server.url + "wasm/"
+        ((skipped),) = got["skipped"]
+        assert skipped["base"] == server.url + "webgpu/" and "WebGPU" in skipped["reason"]
