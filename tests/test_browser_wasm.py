@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kokoro_ext.run import artifacts
-from kokoro_ext.run.pipeline import synthesize_ids
+from kokoro_ext.run.pipeline import synthesize_ids, voice_style
 from kokoro_ext.run.synthesizer import Synthesizer
 from small_build import build_small
 from test_browser import PHONEMES, _cpu_trace, _stage_inputs, snr_db  # skips as it does
@@ -153,3 +153,39 @@ def test_load_build_chooses(browser, tmp_path, webgpu):
         assert got["device"] == "wasm" and got["base"] == server.url + "wasm/"
         ((skipped),) = got["skipped"]
         assert skipped["base"] == server.url + "webgpu/" and "WebGPU" in skipped["reason"]
+
+
+def test_page_without_webgpu_speaks_through_wasm(browser, build_dir, tmp_path):
+    """A site of both builds, a browser without WebGPU: the page skips the WebGPU build,
+    saying why, and speaks typed text through the wasm build, as the CPU build does."""
+    from kokoro_ext.tools.browser import StaticServer
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "wasm").symlink_to(browser.directory.resolve(), target_is_directory=True)
+    (site / "webgpu").mkdir()
+    manifest = json.loads((browser.directory / artifacts.MANIFEST).read_text())
+    manifest["target"] = {"kind": "webgpu"}
+    (site / "webgpu" / artifacts.MANIFEST).write_text(json.dumps(manifest))
+    server = StaticServer(site)
+    try:
+        page = browser.open_page(server.url + "wasm/index.html?builds=../webgpu/,./", webgpu=False)
+        status = page.inner_text("#status")
+        assert status.startswith("WebAssembly on the CPU: ready (not ../webgpu/: "), status
+        assert "WebGPU" in status
+        got = page.evaluate(
+            """async (text) => {
+              const r = await window.kokoroPage.speak(text, { speed: 2, live: false });
+              return { audio: Array.from(r.audio), ids: Array.from(r.chunks[0].ids) };
+            }""",
+            "Oh.",
+        )
+    finally:
+        server.close()
+    synth = Synthesizer(build_dir[0])
+    trace = synthesize_ids(synth._stage, synth.geometry, got["ids"],
+                           voice_style(synth.voice, len(got["ids"]) - 2), synth.limits,
+                           speed=2)  # fmt: skip
+    audio = np.array(got["audio"], np.float32)
+    assert audio.shape == trace.audio.shape
+    assert snr_db(trace.audio, audio) >= 40

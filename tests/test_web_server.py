@@ -35,7 +35,17 @@ def test_serves_the_folder_cross_origin_isolated(page_dir):
 
 
 def test_check_build_accepts_a_browser_build(page_dir):
-    check_build(page_dir)
+    assert check_build(page_dir) == "index.html"
+
+
+def test_a_site_of_both_builds_tries_webgpu_then_wasm(page_dir, tmp_path_factory):
+    site = tmp_path_factory.mktemp("site")
+    page_dir.rename(site / "webgpu")
+    (site / "wasm").mkdir()
+    (site / "wasm" / "manifest.json").write_text(json.dumps(
+        {"target": {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm"}}))
+    (site / "wasm" / "index.html").write_text("<!doctype html>")
+    assert check_build(site) == "webgpu/index.html?builds=./,../wasm/"
 
 
 def test_refuses_a_cpu_build(tmp_path):

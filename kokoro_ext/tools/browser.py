@@ -110,7 +110,7 @@ class Browser:
         return page
 
     def open_page(self, path: str = "index.html", webgpu: bool = True):
-        """A new tab on the build's ``path``, once its script has set
+        """A new tab on the build's ``path`` (or a URL), once its script has set
         ``window.kokoroPage.ready`` (the demo page's: kokoro_ext/web/static/index.html).
         ``webgpu=False``: in a second Chromium without the flag, which on Linux has no
         WebGPU, as most browsers people have."""
@@ -124,7 +124,7 @@ class Browser:
                 )
             browser = self._plain
         page = self._new_page(browser)
-        page.goto(self.server.url + path)
+        page.goto(path if "://" in path else self.server.url + path)
         page.wait_for_function("() => window.kokoroPage?.ready")
         return page
 

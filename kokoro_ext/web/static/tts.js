@@ -51,11 +51,12 @@ export class KokoroTTS {
   }
 
   /**
-   * Load the build at `base`.  `phonemize(text, {language, vocab, base})` ->
+   * Load the build at `base` (a folder's URL, or a list of them in order of preference,
+   * e.g. ["./", "../wasm/"]: kokoro.js's loadBuild).  `phonemize(text, {language, vocab, base})` ->
    * {words: [{text, phonemes, start, end}]} is the front end (default: text.js's).
    */
   static async load(base = "./", { log = () => {}, phonemize = textPhonemize } = {}) {
-    const build = await loadBuild(base, { log });
+    const build = await loadBuild(base, { log }); // a list: the first build that runs here
     const response = await fetch(new URL("config.json", build.base));
     if (!response.ok) throw new Error(`config.json: HTTP ${response.status}`);
     return new KokoroTTS(build, await response.json(), phonemize);
