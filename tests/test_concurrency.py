@@ -56,7 +56,8 @@ def test_streams_in_threads_match_sequential_streams(fresh):
 def test_first_use_of_a_stage_from_several_threads_loads_it_once(fresh, monkeypatch):
     loads = []
     real = runtime.load_library
-    monkeypatch.setattr(runtime, "load_library", lambda path: loads.append(path) or real(path))
+    monkeypatch.setattr(runtime, "load_library",
+                        lambda path, *device: loads.append(path) or real(path, *device))
     runners = _together(lambda i: fresh._stage("decoder"), range(THREADS))
     assert len(loads) == 1 and loads[0].name == "decoder.so"
     assert all(r is runners[0] for r in runners)
