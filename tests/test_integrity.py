@@ -126,7 +126,7 @@ def test_an_interrupted_build_leaves_the_previous_one_in_place(copy, monkeypatch
     signature = artifacts.read_manifest(copy).stages["decoder"].signature
 
     class Partial:  # the first stage "compiles" and is written to the staging directory
-        def export_library(self, path, fcompile=None):
+        def export_library(self, path, fcompile=None, fpack_imports=None):
             with open(path, "wb") as f:
                 f.write(b"half a build")
 
