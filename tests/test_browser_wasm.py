@@ -18,7 +18,8 @@ from kokoro_ext.run import artifacts
 from kokoro_ext.run.pipeline import synthesize_ids, voice_style
 from kokoro_ext.run.synthesizer import Synthesizer
 from small_build import build_small
-from test_browser import PHONEMES, _cpu_trace, _stage_inputs, snr_db  # skips as it does
+# skips as test_browser does; its cpu_trace fixture serves here too
+from test_browser import _cpu_trace, _stage_inputs, cpu_trace, snr_db  # noqa: F401
 
 #: The whole synthesis in the browser: 6 frames with the random weights.
 SHORT = "ʌ"
@@ -37,11 +38,6 @@ BOUNDS = {
 def wasm_build(tmp_path_factory):
     """The small config for --target wasm, with the CPU build's random weights (seed 0)."""
     return build_small(tmp_path_factory.mktemp("wasm"), log=lambda _: None, target="wasm")
-
-
-@pytest.fixture(scope="module")
-def cpu_trace(build_dir):
-    return _cpu_trace(build_dir, PHONEMES)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from kokoro_ext.build import gpu_pipeline
-from kokoro_ext.build.gpu_target import WEBGPU, gpu_target
+from kokoro_ext.build.gpu_target import CUDA, WEBGPU, gpu_target
 from kokoro_ext.build.kernels.lstm_gpu import lstm_recurrence
 from kokoro_ext.build.passes.gpu_schedule import check_scheduled, unscheduled_functions
 from kokoro_ext.build.passes.narrow import bool_as_int32, narrow_integers
@@ -181,18 +181,20 @@ def test_check_scheduled_names_the_unscheduled_function():
         check_scheduled(Mod)
 
 
-def test_every_function_of_a_dlight_scheduled_module_is_bound():
+@pytest.mark.parametrize("gpu", [WEBGPU, CUDA], ids=lambda g: g.name)
+def test_every_function_of_a_dlight_scheduled_module_is_bound(gpu):
     @I.ir_module
     class Mod:
         @R.function
         def main(x: R.Tensor(("n", 64), "float32"), w: R.Tensor((64, 32), "float32")):
             with R.dataflow():
-                y = R.nn.relu(R.matmul(x, w))
+                y = R.sin(R.nn.relu(R.matmul(x, w)))
                 R.output(y)
             return y
 
-    with WEBGPU_TARGET:
-        mod = tvm.transform.Sequential(gpu_pipeline.legalize_passes(WEBGPU_TARGET))(Mod)
+    target = tvm.target.Target(dict(gpu.target))
+    with target:
+        mod = tvm.transform.Sequential(gpu_pipeline.legalize_passes(target, gpu.pipeline))(Mod)
     assert unscheduled_functions(mod) == []
 
 

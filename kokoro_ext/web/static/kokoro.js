@@ -72,8 +72,8 @@ function checkWasm(manifest) {
 }
 
 class Stage {
-  constructor(tvm, vm, main, weights, entry) {
-    Object.assign(this, { tvm, vm, main, weights, entry });
+  constructor(tvm, device, vm, main, weights, entry) {
+    Object.assign(this, { tvm, device, vm, main, weights, entry });
   }
 
   /** Run the stage on `inputs` (in the signature's order); its outputs, on the CPU. */
@@ -174,9 +174,7 @@ export class Build {
         return tensor.copyFrom(new Type(weights, offset, count));
       });
       await device.sync();
-      const stage = new Stage(tvm, vm, main, arrays, entry);
-      stage.device = device;
-      return stage;
+      return new Stage(tvm, device, vm, main, arrays, entry);
     } finally {
       tvm.endScope();
     }
