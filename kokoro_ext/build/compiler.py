@@ -121,7 +121,7 @@ def compile_stage(
     a GPU target's entry where a word names it (kokoro_ext.build.gpu_target)."""
     gpu = target if isinstance(target, GpuTarget) else gpu_target(parse_target(target))
     if gpu is not None:
-        lstm_backend, native_dense, weight_dtype = gpu.lstm_backend, False, "float32"
+        lstm_backend, native_dense, weight_dtype = gpu.lstm_backend, gpu.native_kernels, "float32"
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     dynamic = spec.dynamic(model)

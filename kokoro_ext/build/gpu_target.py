@@ -4,8 +4,8 @@ A ``--target`` naming one of ``GPU_TARGETS`` compiles the stages through
 kokoro_ext.build.gpu_pipeline instead of the CPU pipeline, with the LSTM as GPU kernels
 (kokoro_ext.build.kernels.lstm_gpu), and links each stage as the target's runtime loads
 it.  The weight transform still runs on the build machine, compiled for it.
-``wasm`` is the one entry that is not a GPU: the CPU pipeline without the native
-kernels, for a browser's CPU (below).
+``wasm`` is the one entry that is not a GPU: the CPU pipeline for a browser's CPU
+(below).
 
   webgpu   WGSL kernels, wasm32 host code linked with TVM's web runtime into one
            ``<stage>.wasm`` that tvmjs loads in a browser (kokoro_ext.build.web).  WGSL
@@ -20,11 +20,11 @@ kernels, for a browser's CPU (below).
            X.Y), a quarter of the kernels' size.
   wasm     a browser's CPU, for browsers without WebGPU: the CPU pipeline's kernels as
            wasm32 code with SIMD (simd128), linked with TVM's web runtime into one
-           ``<stage>.wasm`` as for webgpu, the page's files beside them.  The native
-           kernels (cpp/) are not there: the pipeline without them (TVM's own
-           convolutions and products, the LSTM as a TIR loop, the VM's own storage),
-           float32 weights.  Token ids and lengths stay int64 (wasm32 has 64-bit integers;
-           kokoro.js passes tvmjs their bytes).
+           ``<stage>.wasm`` as for webgpu, the page's files beside them.  The
+           convolutions, products and LSTM go to the native kernels (cpp/) compiled by
+           emscripten into the same module (kokoro_ext.build.web.kernels); the storage
+           is the VM's own, the weights float32.  Token ids and lengths stay int64
+           (wasm32 has 64-bit integers; kokoro.js passes tvmjs their bytes).
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ class GpuTarget:
         return self.target["kind"] != "llvm"
 
     @property
+    def native_kernels(self) -> bool:
+        """Whether the stages call the native kernels (cpp/), compiled for the target."""
+        return getattr(self.pipeline, "native_dense", False)
+
+    @property
     def in_browser(self) -> bool:
         """Whether the stages run in a browser: tvmjs loads them, the page's files ship
         beside them."""
@@ -113,9 +118,12 @@ class GpuTarget:
         """``export_library``'s ``fcompile`` for this target's stage libraries; refuses
         (ValueError) where its toolchain is missing, before any compiling."""
         if self.in_browser:
-            from kokoro_ext.build.web import runtime
+            from kokoro_ext.build.web import kernels, runtime
 
             runtime.emcc()  # refuses with how to install it, before any compiling
+            if self.native_kernels:
+                kernels.kernel_parts()  # compiled (or refused) before minutes of compiling
+                return kernels.link
             return runtime.link
         if self.is_cuda:
             from kokoro_ext.build import cuda
@@ -154,16 +162,17 @@ WEBGPU = GpuTarget(
 )
 
 #: A browser's CPU: wasm32 with 128-bit SIMD (every browser since 2021-2023: Chrome 91,
-#: Firefox 89, Safari 16.4), through the CPU pipeline without the native kernels.
+#: Firefox 89, Safari 16.4), through the CPU pipeline with the native kernels compiled by
+#: emscripten (kokoro_ext.build.web.kernels), the VM's own allocator and float32 weights.
 WASM = GpuTarget(
     name="wasm",
     what="a browser's CPU without WebGPU: wasm32 SIMD code with TVM's web runtime",
     target={"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm", "mcpu": "generic",
             "mattr": ["+simd128"]},
     library_suffix=".wasm",
-    pipeline=PipelineOptions(native_dense=False, native_storage=False),
+    pipeline=PipelineOptions(native_dense=True, native_storage=False),
     requires={"wasm_features": ["simd128"]},
-    lstm_backend="tir",
+    lstm_backend="native",
 )
 
 #: What the plain ``cuda`` target holds machine code for: A100 (sm_80), the RTX 30 and A10

@@ -55,6 +55,11 @@ def _env() -> dict[str, str]:
     return env
 
 
+def run_emcc(args: list[str]) -> subprocess.CompletedProcess:
+    """emcc with ``args``, its output captured."""
+    return subprocess.run([emcc(), *args], capture_output=True, text=True, env=_env())
+
+
 def emcc() -> str:
     """The path of emcc; ToolchainError saying how to get it."""
     path = shutil.which(EMCC)
@@ -114,9 +119,8 @@ def runtime_parts() -> list[Path]:
         ]  # fmt: skip
 
         def compile_part(name: str) -> None:
-            cmd = [emcc(), *includes, *_CFLAGS, "-c", "-o", str(root / f"{name}.o"),
-                   str(root / "web" / "emcc" / f"{name}.cc")]  # fmt: skip
-            out = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+            out = run_emcc([*includes, *_CFLAGS, "-c", "-o", str(root / f"{name}.o"),
+                            str(root / "web" / "emcc" / f"{name}.cc")])  # fmt: skip
             if out.returncode != 0:
                 raise ToolchainError(f"emcc failed on TVM's web/emcc/{name}.cc:\n{out.stderr[-3000:]}")
 
@@ -135,8 +139,7 @@ def runtime_parts() -> list[Path]:
 def link(output: str, objects: list[str], options: list[str] | None = None) -> None:
     """``export_library``'s ``fcompile``: ``objects`` linked with the web runtime into the
     WebAssembly module ``output``."""
-    cmd = [emcc(), *_LDFLAGS, "-o", output, *map(str, runtime_parts()), *objects, *(options or [])]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+    out = run_emcc([*_LDFLAGS, "-o", output, *map(str, runtime_parts()), *objects, *(options or [])])
     if out.returncode != 0:
         raise ToolchainError(f"emcc could not link {output}:\n{out.stderr[-3000:]}")
 
