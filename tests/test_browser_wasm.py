@@ -189,3 +189,47 @@ def test_page_without_webgpu_speaks_through_wasm(browser, build_dir, tmp_path):
     audio = np.array(got["audio"], np.float32)
     assert audio.shape == trace.audio.shape
     assert snr_db(trace.audio, audio) >= 40
+
+
+def test_page_halves_a_chunk_past_the_frame_limit(browser, build_dir, tmp_path):
+    """A sentence with more frames than the build's limit (a wasm build's is set by the
+    instance's memory) is spoken in halves cut between words, each within the limit and
+    each as the CPU build speaks its tokens."""
+    from kokoro_ext.text import FrontEnd, phonemes_to_ids
+    from kokoro_ext.tools.browser import StaticServer
+
+    text = "Oh, no, oh no, so old."
+    synth = Synthesizer(build_dir[0])
+    ids = phonemes_to_ids(FrontEnd("a").phonemize(text, markdown=False), synth.vocab)
+    whole = synthesize_ids(synth._stage, synth.geometry, ids, voice_style(synth.voice, len(ids) - 2),
+                           synth.limits, speed=2)  # fmt: skip
+    limit = whole.frames - 1
+    short = tmp_path / "short"
+    short.mkdir()
+    for item in browser.directory.iterdir():
+        if item.name != artifacts.MANIFEST:
+            (short / item.name).symlink_to(item.resolve(), target_is_directory=item.is_dir())
+    manifest = json.loads((browser.directory / artifacts.MANIFEST).read_text())
+    manifest["limits"]["frames"] = limit
+    (short / artifacts.MANIFEST).write_text(json.dumps(manifest))
+    server = StaticServer(short)
+    try:
+        page = browser.open_page(server.url + "index.html", webgpu=False)
+        got = page.evaluate(
+            """async (text) => {
+              const r = await window.kokoroPage.tts.generate(text, { speed: 2 });
+              return r.chunks.map((c) => ({ ids: Array.from(c.ids), audio: Array.from(c.audio),
+                                            frames: c.frames, text: c.text }));
+            }""",
+            text,
+        )
+    finally:
+        server.close()
+    assert len(got) >= 2, [c["text"] for c in got]
+    assert " ".join(c["text"] for c in got) == text
+    for chunk in got:
+        assert chunk["frames"] <= limit
+        trace = synthesize_ids(synth._stage, synth.geometry, chunk["ids"],
+                               voice_style(synth.voice, len(chunk["ids"]) - 2), synth.limits,
+                               speed=2)  # fmt: skip
+        assert snr_db(trace.audio, np.array(chunk["audio"], np.float32)) >= 40

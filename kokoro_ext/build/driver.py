@@ -174,7 +174,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 weight_dtype="float32" if gpu else options.weight_dtype,
                 precision=chosen if _stores_int8(stages.values()) else "fp32",
                 dense=("native" if gpu.native_kernels else "tvm") if gpu else options.dense,
-                limits=Limits(tokens=MAX_TOKENS, frames=MAX_FRAMES),
+                limits=Limits(tokens=MAX_TOKENS, frames=(gpu and gpu.max_frames) or MAX_FRAMES),
                 geometry=Geometry.from_model(model),
                 config_sha256=artifacts.sha256(staging / artifacts.CONFIG),
                 weights=_source(weights, options.seed),

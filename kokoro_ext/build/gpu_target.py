@@ -63,6 +63,9 @@ class GpuTarget:
     ptx: str | None = None
     #: the LSTM's lowering (kokoro_ext.build.frontend.lstm)
     lstm_backend: str = "gpu"
+    #: the most frames a call takes (the manifest's limit), where the device's memory
+    #: holds fewer than kokoro_ext.build.stages.MAX_FRAMES; None: that
+    max_frames: int | None = None
 
     @property
     def is_cuda(self) -> bool:
@@ -173,6 +176,10 @@ WASM = GpuTarget(
     pipeline=PipelineOptions(native_dense=True, native_storage=False),
     requires={"wasm_features": ["simd128"]},
     lstm_backend="native",
+    # A wasm32 instance has at most 2 GB; the decoder holds about 7.5 MB a frame at once
+    # (its storage as the VM plans it: 1.48 GB at 200 frames, on the CPU too) beside its
+    # 250 MB of weights.  Longer chunks are halved by the page (tts.js).
+    max_frames=160,
 )
 
 #: What the plain ``cuda`` target holds machine code for: A100 (sm_80), the RTX 30 and A10

@@ -122,6 +122,20 @@ class Stage {
   }
 }
 
+/** The Relax VM of `tvm`'s stage on `device`, its storage from TVM's naive allocator.
+ * tvmjs's createVirtualMachine takes the pooled one, which keeps every freed buffer for
+ * a request of exactly its size: each chunk of a new length adds its tensors to the pool,
+ * until a wasm32 instance's 2 GB (or the GPU's memory) runs out. */
+function createVirtualMachine(tvm, device) {
+  const NAIVE_ALLOCATOR = 1;  // tvmjs's VMAllocatorKind, not exported
+  const CPU = 1;  // the host device: DLPack's kDLCPU
+  const vm = tvm.systemLib().getFunction("vm_load_executable")();
+  const int = (v) => new tvmjs.Scalar(v, "int");
+  vm.getFunction("vm_initialization")(int(device.deviceType), int(device.deviceId),
+    int(NAIVE_ALLOCATOR), int(CPU), int(0), int(NAIVE_ALLOCATOR));
+  return vm;
+}
+
 export class Build {
   constructor(base, manifest, gpu, log) {
     Object.assign(this, { base, manifest, gpu, log, stages: {}, gpuErrors: [] });
@@ -164,7 +178,7 @@ export class Build {
     // what outlives this scope is detached from it: the VM, main and the weights
     tvm.beginScope();
     try {
-      const vm = tvm.detachFromCurrentScope(tvm.createVirtualMachine(device));
+      const vm = tvm.detachFromCurrentScope(createVirtualMachine(tvm, device));
       const main = tvm.detachFromCurrentScope(vm.getFunction("main"));
       const arrays = entry.weights.tensors.map(([shape, dtype, offset]) => {
         const Type = DTYPES[dtype];
@@ -178,6 +192,13 @@ export class Build {
     } finally {
       tvm.endScope();
     }
+  }
+
+  /** Bytes of WebAssembly memory the loaded stages' instances hold (each instance's
+   * memory only grows; a wasm32 one stops at 2 GB). */
+  async memoryBytes() {
+    const stages = await Promise.all(Object.values(this.stages));
+    return stages.reduce((n, stage) => n + stage.tvm.memory.memory.buffer.byteLength, 0);
   }
 
   /** Run stage `name` on `inputs`; its outputs. */

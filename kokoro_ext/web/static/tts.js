@@ -107,9 +107,7 @@ export class KokoroTTS {
     });
     const frameCounts = durations(text.duration.data, speed);
     const frames = frameCounts.reduce((a, b) => a + b, 0);
-    if (frames > this.limits.frames) {
-      throw new Error(`${frames} frames: a call takes at most ${this.limits.frames}; split the text`);
-    }
+    if (frames > this.limits.frames) throw new FrameLimitError(frames, this.limits.frames);
     const lengths = { data: Int32Array.of(frames), shape: [1] };
     const [, , channels] = text.d.shape; // d: [1, tokens, C]
     const prosody = await run("prosody", {
@@ -154,18 +152,29 @@ export class KokoroTTS {
 
   /**
    * Each chunk of `text` as it is spoken: {text, phonemes, ids, words, audio, durations}.
-   * A chunk is a sentence (split at words where it needs more tokens than a call takes);
+   * A chunk is a sentence (split at words where it needs more tokens or frames than a
+   * call takes: the build's limits);
    * words: [{text, start, end, startTime, endTime}], offsets into `text`, times in s.
    */
   async *stream(text, { voice, speed = 1, seed = 0, language } = {}) {
     language ??= languageOf(voice);
     const vocab = this.config.vocab;
     const { words } = await this.phonemize(text, { language, vocab, base: this.build.base });
-    for (const chunk of chunkWords(words, this.limits.tokens - 2, vocab)) {
+    const pending = chunkWords(words, this.limits.tokens - 2, vocab);
+    while (pending.length) {
+      const chunk = pending.shift();
       const phonemes = chunk.map((w) => w.phonemes).join("").trim();
       const ids = phonemesToIds(phonemes, vocab);
       if (ids.length <= 2) continue;
-      const spoken = await this.synthesizeIds(ids, { voice, speed, seed });
+      let spoken;
+      try {
+        spoken = await this.synthesizeIds(ids, { voice, speed, seed });
+      } catch (error) {
+        // more frames than a call takes: its halves, between words, as Python's halve does
+        if (!(error instanceof FrameLimitError) || chunk.length < 2) throw error;
+        pending.unshift(...splitInTwo(chunk, vocab));
+        continue;
+      }
       yield {
         text: text.slice(chunk[0].start, chunk.at(-1).end),
         phonemes,
@@ -185,6 +194,25 @@ export class KokoroTTS {
     for (const chunk of chunks) audio.set(chunk.audio, (at += chunk.audio.length) - chunk.audio.length);
     return { audio, chunks };
   }
+}
+
+/** A chunk's audio would take more frames than a call of the build takes. */
+export class FrameLimitError extends Error {
+  constructor(frames, limit) {
+    super(`${frames} frames: a call takes at most ${limit}; split the text`);
+    Object.assign(this, { frames, limit });
+  }
+}
+
+/** Words -> two chunks, cut at the word boundary nearest the middle by tokens. */
+export function splitInTwo(words, vocab) {
+  const size = (ws) => phonemesToIds(ws.map((w) => w.phonemes).join("").trim(), vocab).length - 2;
+  const total = size(words);
+  let cut = 1;
+  for (let c = 2; c < words.length; c++) {
+    if (Math.abs(2 * size(words.slice(0, c)) - total) < Math.abs(2 * size(words.slice(0, cut)) - total)) cut = c;
+  }
+  return [words.slice(0, cut), words.slice(cut)];
 }
 
 /** A sentence ends in a word whose phonemes end in . ! or ? (closing quotes aside). */
