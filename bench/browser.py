@@ -60,7 +60,9 @@ engine's page received (all from the local server),
 listed per file in the JSON (Python's http.server sends it for every file).
 
 A cell that takes longer than ``--timeout`` seconds says "timed out", its page is
-closed and that engine's later texts are not run.  Writes ``NAME.json``, ``NAME.txt``
+closed and that engine's later texts are not run.  The page is watched between its
+awaits (a single WebAssembly call, e.g. a stage, runs to its end first), and its renderer
+is killed KILL_GRACE_S after the limit if it is still busy then.  Writes ``NAME.json``, ``NAME.txt``
 (the tables, ratios tvm / kokoro-js) and ``NAME.png`` to ``--out``
 (bench/harness.write_results), with the machine.  Needs chromium, npm (kokoro-js and
 transformers.js's wasm, once) and the fetched model (python -m kokoro_ext.build.fetch).
@@ -74,9 +76,12 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -102,6 +107,8 @@ ENGINES = {
     "tvm-webgpu": "TVM WebGPU (SwiftShader: correctness only)",
 }
 BASELINE = "kokoro-js"
+#: Seconds past --timeout after which a page still busy has its renderer killed.
+KILL_GRACE_S = 60
 #: What a page of the bench is before an engine is loaded in it.
 BENCH_HTML = """<!doctype html><meta charset="utf-8"><title>kokoro browser bench</title>
 <script type="module">window.kokoroPage = { ready: true };</script>
@@ -227,8 +234,10 @@ def prepare_kokoro_js(log=print) -> Path:
 _START = """([body, arg]) => {
   const task = window.benchTask = { done: false, error: null, value: null };
   const run = new Function("arg", "return (async () => {" + body + "})()");
-  run(arg).then((v) => { task.value = v; }, (e) => { task.error = String(e?.stack ?? e); })
-          .finally(() => { task.done = true; });
+  setTimeout(() => {  // after this call returns: a long first step must not hold it
+    run(arg).then((v) => { task.value = v; }, (e) => { task.error = String(e?.stack ?? e); })
+            .finally(() => { task.done = true; });
+  }, 0);
 }"""
 
 #: Workers counted (onnxruntime-web's threads are workers), then the engine loaded as
@@ -339,18 +348,50 @@ class TimedOut(Exception):
     pass
 
 
-def task(page, body: str, arg, timeout_s: float):
-    """``body`` run in ``page`` (an async function of ``arg``); its value, TimedOut after
-    ``timeout_s``, RuntimeError with the page's error."""
+def reason(error: BaseException) -> str:
+    """"timed out after N s", or the error in one line."""
+    return str(error) if isinstance(error, TimedOut) else one_line(error)
+
+
+def task(page, body: str, arg, timeout_s: float, pid: int | None = None):
+    """``body`` run in ``page`` (an async function of ``arg``); its value, RuntimeError with
+    the page's error, or TimedOut.  The page is polled between its awaits: a WebAssembly
+    call that runs on is waited for, then counted as timed out; ``pid`` (the page's
+    renderer), if known, is killed KILL_GRACE_S after the limit, so that none hangs."""
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    page.evaluate(_START, [body, arg])
+    killed = []
+
+    def kill() -> None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            pass
+
+    limit = f"timed out after {timeout_s:g} s"
+    killer = threading.Timer(timeout_s + KILL_GRACE_S, kill) if pid else None
+    started = time.perf_counter()
+    if killer:
+        killer.start()
     try:
+        page.evaluate(_START, [body, arg])
         page.wait_for_function("() => window.benchTask.done", polling=200,
                                timeout=timeout_s * 1000)
+        result = page.evaluate("() => window.benchTask")
     except PlaywrightTimeout as err:
-        raise TimedOut(f"timed out after {timeout_s:g} s") from err
-    result = page.evaluate("() => window.benchTask")
+        raise TimedOut(limit) from err
+    except PlaywrightError as err:
+        if killed:
+            raise TimedOut(f"{limit} (its renderer killed {KILL_GRACE_S:g} s later)") from err
+        raise RuntimeError(one_line(err)) from err
+    finally:
+        if killer:
+            killer.cancel()
+    if time.perf_counter() - started > timeout_s:
+        raise TimedOut(f"{limit} (a WebAssembly call ran to "
+                       f"{time.perf_counter() - started:.0f} s)")
     if result["error"]:
         raise RuntimeError(result["error"])
     return result["value"]
@@ -440,21 +481,29 @@ def run_engine(browser, cdp, engine: str, base: str, texts: list[str], args,
         result["renderer_pid"] = pid
         result["load_peak_rss_mb"] = mb(status_kb(pid, "VmHWM")) if pid else None
     except (TimedOut, RuntimeError) as err:
-        result["error"] = one_line(err)
+        result["error"] = reason(err) + (" (loading)" if "load_s" not in result else " (warm-up)")
         log(f"{engine}: {result['error']}")
-        page.close()
+        result["texts"] = {name: {"error": "not run: " + result["error"]} for name in texts}
+        close(page)
         return result
     for name in texts:
         if "error" in result:
-            result["texts"][name] = {"error": "not run: " + result["error"].split(":")[0]}
+            result["texts"][name] = {"error": "not run: " + result["error"]}
             continue
         result["texts"][name] = cell = speak(page, engine, name, pid, args, log)
         if cell.get("error", "").startswith("timed out"):
             result["error"] = f"timed out on {name}"
     result["download_bytes"] = sum(responses.values())
     result["environment"] = {**result.get("environment", {}), "workers": _workers(page)}
-    page.close()
+    close(page)
     return result
+
+
+def close(page) -> None:
+    try:
+        page.close()
+    except Exception:  # noqa: BLE001 - a page whose renderer was killed
+        pass
 
 
 def _workers(page) -> int | None:
@@ -471,10 +520,10 @@ def speak(page, engine: str, name: str, pid: int | None, args, log=print) -> dic
     for _ in range(args.repeat):
         reset = reset_peak(pid) if pid else False
         try:
-            got = task(page, SPEAK, {"text": TEXTS[name], "voice": VOICE}, args.timeout)
+            got = task(page, SPEAK, {"text": TEXTS[name], "voice": VOICE}, args.timeout, pid)
         except (TimedOut, RuntimeError) as err:
-            log(f"{engine} {name}: {one_line(err)}")
-            return {"error": one_line(err)}
+            log(f"{engine} {name}: {reason(err)}")
+            return {"error": reason(err)}
         runs.append(got)
         peaks.append(mb(status_kb(pid, "VmHWM")) if pid else None)
     got = runs[-1]
