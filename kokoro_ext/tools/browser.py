@@ -6,7 +6,8 @@ Debian's ``chromium`` headless through Playwright (its driver is playwright-core
 browser download: ``executable_path``), with WebGPU on (``--enable-unsafe-webgpu``: on a
 machine without a GPU, Chromium's SwiftShader runs it, which is for correctness, not
 speed), opens the page and loads the build with its own module (``kokoro.js``).
-``run_stage`` runs one stage on numpy arrays and returns its outputs.
+``run_stage`` runs one stage on numpy arrays and returns its outputs.  ``load=False``: the
+server and the browser only, no page (a bench opens its own with ``open_page``).
 """
 
 from __future__ import annotations
@@ -78,9 +79,10 @@ _SETUP = """async (base) => {
 class Browser:
     """A headless Chromium with ``directory``'s build loaded; a context manager."""
 
-    def __init__(self, directory: Path, timeout_s: float = 600):
+    def __init__(self, directory: Path, timeout_s: float = 600, load: bool = True):
         self.directory = Path(directory)
         self.timeout_ms = timeout_s * 1000
+        self.load = load
         self.messages: list[str] = []
 
     def __enter__(self) -> Browser:
@@ -95,6 +97,8 @@ class Browser:
         self._playwright = sync_playwright().start()
         try:
             self._browser = self._playwright.chromium.launch(executable_path=executable, args=_ARGS)
+            if not self.load:
+                return self
             self.page = self._new_page(self._browser)
             self.page.goto(self.server.url + "manifest.json")  # same origin as the build
             self.page.add_script_tag(url=self.server.url + "tvmjs.js")
