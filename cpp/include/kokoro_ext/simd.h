@@ -18,13 +18,14 @@ constexpr int kLanes = 16;
 typedef float f32x16 __attribute__((vector_size(kLanes * sizeof(float))));
 typedef int32_t i32x16 __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
-inline f32x16 Load(const float* p) {
-  f32x16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+// f32x16 at any float's alignment, aliasing floats: loads through it, not memcpy (clang for
+// wasm32 copies a memcpy of a vector through the stack; see products.h)
+typedef float f32x16_unaligned
+    __attribute__((vector_size(kLanes * sizeof(float)), aligned(4), may_alias));
 
-inline void Store(float* p, f32x16 v) { std::memcpy(p, &v, sizeof(v)); }
+inline f32x16 Load(const float* p) { return *reinterpret_cast<const f32x16_unaligned*>(p); }
+
+inline void Store(float* p, f32x16 v) { *reinterpret_cast<f32x16_unaligned*>(p) = v; }
 
 inline f32x16 Broadcast(float x) {
   return f32x16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
