@@ -137,6 +137,7 @@ def compile_stage(
         native_dense=native_dense,
         int8_weights=int8,
         products=products,
+        polyphase=gpu is not None and gpu.is_gpu,  # the GPU pipeline's weight transform
     )
     transform = None
     if gpu is not None:

@@ -3,7 +3,9 @@ lists), in the shape of TVM's CUDA pipeline (tvm.relax.backend.cuda.pipeline): f
 pass lists and the pipeline that runs them in order.  The CPU one is
 kokoro_ext.build.pipeline; kokoro_ext.build.compiler picks by the target's kind.
 
-  library_dispatch_passes  ``DispatchSampling``; no ``DispatchSortScan``: the one scan of
+  library_dispatch_passes  ``polyphase_conv_transpose``: the decoder's strided transposed
+      convolutions as one stride-1 convolution of their phases, not over zeros
+      (kokoro_ext.build.passes.polyphase); ``DispatchSampling``; no ``DispatchSortScan``: the one scan of
       the stages, the source stage's phase, is the project's own kernel
       (kokoro_ext.build.kernels.phase_scan), and TVM's GPU scan fails on a symbolic
       length.  No native kernels: they are CPU code.
@@ -31,6 +33,7 @@ from tvm.s_tir import dlight as dl
 
 from kokoro_ext.build.passes.gpu_schedule import GPU_RULES, check_scheduled
 from kokoro_ext.build.passes.narrow import WGSL_PASSES
+from kokoro_ext.build.passes.polyphase import polyphase_conv_transpose
 from kokoro_ext.build.passes.scan import compensated_cumsum
 from kokoro_ext.run.runner import TRANSFORM_PARAMS
 
@@ -60,8 +63,10 @@ def drop_transform_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) ->
 
 
 def library_dispatch_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
-    """TVM's sampling dispatch (nothing of Kokoro's uses it; kept as TVM's list has it)."""
-    return [relax.backend.DispatchSampling()]
+    """The transposed convolutions by phases (the weight transform, compiled by the CPU
+    pipeline for the build machine, rewrites them too: ``PipelineOptions.polyphase``),
+    and TVM's sampling dispatch (nothing of Kokoro's uses it; kept as TVM's list has it)."""
+    return [polyphase_conv_transpose, relax.backend.DispatchSampling()]
 
 
 def legalize_passes(

@@ -42,6 +42,7 @@ from kokoro_ext.build.passes import (
     InlineElementwise,
     ParallelizeSpatial,
     VectorizeReduction,
+    polyphase_conv_transpose,
     pooled_storage,
     quantize_weights,
     schedule_in_turn,
@@ -65,6 +66,10 @@ class PipelineOptions:
     #: Whether the storage comes from the native pool (``pooled_storage``) or the VM's
     #: own allocator.
     native_storage: bool = True
+    #: Rewrite strided transposed convolutions by phases first, as the GPU pipeline does
+    #: (kokoro_ext.build.passes.polyphase): for a GPU build's weight transform, which this
+    #: pipeline compiles for the build machine and which must lift what the GPU's lifts.
+    polyphase: bool = False
 
 
 def library_dispatch_passes(
@@ -72,14 +77,15 @@ def library_dispatch_passes(
     native_dense: bool = True,
     int8_weights: frozenset[str] = frozenset(),
     products: LayerProducts = LayerProducts(),
+    polyphase: bool = False,
 ) -> list[tvm.transform.Pass]:
     """Ours when ``native_dense``, then cpu_generic's: the native kernels first, then
     Winograd on the convolutions dispatch sent to them (its weights are the constants the
     importer bound, or the function's weight parameters), then the int8 forms of the
     kernels on the ``int8_weights``, multiplying in ``products``."""
-    ours = []
+    ours = [polyphase_conv_transpose] if polyphase else []
     if native_dense:
-        ours = [DispatchNativeKernels(), winograd_conv1d, quantize_weights(int8_weights, products)]
+        ours += [DispatchNativeKernels(), winograd_conv1d, quantize_weights(int8_weights, products)]
     return ours + cpu_generic.library_dispatch_passes(target)
 
 
@@ -142,7 +148,8 @@ def get_default_pipeline(
         with target:
             seq = tvm.transform.Sequential(
                 library_dispatch_passes(
-                    target, options.native_dense, options.int8_weights, options.products
+                    target, options.native_dense, options.int8_weights, options.products,
+                    options.polyphase,
                 )
                 + legalize_passes(target, options.transform_only)
                 + dataflow_lower_passes(target)

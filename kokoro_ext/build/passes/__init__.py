@@ -5,10 +5,13 @@
   schedule   InlineElementwise, VectorizeReduction, ParallelizeSpatial, schedule_in_turn
   quantize   quantize_weights: kernels on weights stored as int8 -> their int8 forms
   memory     pooled_storage: host storage allocations -> the native pool
+  polyphase  polyphase_conv_transpose: strided transposed convolutions -> their phases'
+             stride-1 convolution (GPU builds)
 """
 
 from .dispatch import DispatchNativeKernels
 from .memory import pooled_storage
+from .polyphase import polyphase_conv_transpose
 from .quantize import quantize_weights
 from .schedule import (
     InlineElementwise,
@@ -25,6 +28,7 @@ __all__ = [
     "VectorizeReduction",
     "length_bounds",
     "pack_taps",
+    "polyphase_conv_transpose",
     "pooled_storage",
     "quantize_weights",
     "schedule_in_turn",
