@@ -176,9 +176,12 @@ WASM = GpuTarget(
     pipeline=PipelineOptions(native_dense=True, native_storage=False),
     requires={"wasm_features": ["simd128"]},
     lstm_backend="native",
-    # A wasm32 instance has at most 2 GB; the decoder holds about 7.5 MB a frame at once
-    # (its storage as the VM plans it: 1.48 GB at 200 frames, on the CPU too) beside its
-    # 250 MB of weights.  Longer chunks are halved by the page (tts.js).
+    # A wasm32 instance has at most 2 GB.  The decoder held about 7.5 MB a frame at once
+    # while its storage was planned for a batch of 16 (1.48 GB at 200 frames); planned for
+    # the call's batch (kokoro_ext.build.passes.memory.exact_dynamic_sizes) its instance,
+    # with the 262 MB of weights, is 474 MiB at 285 frames (the small config's decoder,
+    # the real model's size, in Chromium).  The limit predates that; longer chunks are
+    # halved by the page (tts.js).
     max_frames=160,
 )
 
