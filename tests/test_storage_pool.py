@@ -1,5 +1,6 @@
 """The stage libraries' storage comes from the native pool (kokoro_ext.build.passes.memory,
-cpp/src/storage.cc): the pass that sends R.vm.alloc_storage there, and the pool's reuse."""
+cpp/src/storage.cc): the pass that sends R.vm.alloc_storage there, and the pool's reuse;
+and the planner sizes storage the length sizes for the call's batch (exact_dynamic_sizes)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import tvm
 import tvm_ffi
 from torch import nn
 from torch.export import Dim
+from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 from tvm.script import ir as I
 from tvm.script import relax as R
+from tvm.script import tirx as T
 
-from kokoro_ext.build.passes.memory import pooled_storage
+from kokoro_ext.build import gpu_pipeline
+from kokoro_ext.build.passes.memory import exact_dynamic_sizes, pooled_storage
 from kokoro_ext.build.pipeline import finalize_passes, get_default_pipeline
 from kokoro_ext.run import kernels, native
 from kokoro_ext.run.runner import StageRunner
@@ -77,6 +81,86 @@ def test_other_devices_and_scopes_keep_the_vm_allocator():
 def test_pool_runs_right_after_lower_runtime_builtin():
     names = [p.info.name for p in finalize_passes(LLVM)]
     assert names[names.index("LowerRuntimeBuiltin") + 1] == "kokoro_ext.PooledStorage", names
+
+
+def test_a_bound_beside_an_unbounded_dimension_is_dropped():
+    """(b, 4, n) with b <= 16 and n unbounded: planned for b = 16 it is 16 times a batch-1
+    call's tensor, and still sized at run time; b's bound goes.  m's stays: its tensors'
+    storage is static."""
+
+    @I.ir_module
+    class Before:
+        @R.function(pure=False)
+        def main(x: R.Tensor(("b", "n"), "float32"), y: R.Tensor(("m",), "float32")):
+            R.func_attr({"tir_var_upper_bound": {"b": 16, "m": 4}})
+            b, n, m = T.int64(), T.int64(), T.int64()
+            a = R.builtin.alloc_tensor(R.shape([b, 4, n]), R.dtype("float32"), R.prim_value(0))
+            c = R.builtin.alloc_tensor(R.shape([m, 8]), R.dtype("float32"), R.prim_value(0))
+            return (a, c)
+
+    @I.ir_module
+    class Expected:
+        @R.function(pure=False)
+        def main(x: R.Tensor(("b", "n"), "float32"), y: R.Tensor(("m",), "float32")):
+            R.func_attr({"tir_var_upper_bound": {"m": 4}})
+            b, n, m = T.int64(), T.int64(), T.int64()
+            a = R.builtin.alloc_tensor(R.shape([b, 4, n]), R.dtype("float32"), R.prim_value(0))
+            c = R.builtin.alloc_tensor(R.shape([m, 8]), R.dtype("float32"), R.prim_value(0))
+            return (a, c)
+
+    tvm.ir.assert_structural_equal(exact_dynamic_sizes(Before), Expected)
+
+
+def test_bounds_of_static_storage_stay():
+    @I.ir_module
+    class Before:
+        @R.function(pure=False)
+        def main(x: R.Tensor(("b", "n"), "float32")):
+            R.func_attr({"tir_var_upper_bound": {"b": 16}})
+            b, n = T.int64(), T.int64()
+            a = R.builtin.alloc_tensor(R.shape([b, 2 * b]), R.dtype("float32"), R.prim_value(0))
+            c = R.builtin.alloc_tensor(R.shape([b * n]), R.dtype("float32"), R.prim_value(0))
+            return (a, c)
+
+    # (b * n) has no bound as a whole: the planner sizes it exactly already
+    tvm.ir.assert_structural_equal(exact_dynamic_sizes(Before), Before)
+
+
+def test_storage_the_length_sizes_is_planned_for_the_calls_batch():
+    @I.ir_module
+    class Before:
+        @R.function(pure=False)
+        def main(x: R.Tensor(("b", "n"), "float32")):
+            R.func_attr({"tir_var_upper_bound": {"b": 16}})
+            b, n = T.int64(), T.int64()
+            a = R.builtin.alloc_tensor(R.shape([b, 4, n]), R.dtype("float32"), R.prim_value(0))
+            _ = R.call_packed("fill", x, a, ty_args=(R.Tuple,))
+            out = R.builtin.alloc_tensor(R.shape([b, 4, n]), R.dtype("float32"), R.prim_value(0))
+            _1 = R.call_packed("copy", a, out, ty_args=(R.Tuple,))
+            return out
+
+    def storage_bytes(mod):
+        alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
+        (binding,) = [b for b in mod["main"].body.blocks[0].bindings
+                      if b.value.op.same_as(alloc_storage)]
+        return binding.value.args[0].values[0]
+
+    b, n = Before["main"].params[0].ty.shape.values
+    plan = relax.transform.StaticPlanBlockMemory()
+    # TVM's planner alone: every dimension at its bound, 16 * 4 * n floats
+    tvm.ir.assert_structural_equal(storage_bytes(plan(Before)), 256 * n)
+    exact = storage_bytes(plan(exact_dynamic_sizes(Before)))
+    assert tvm.sym.analyzer.Analyzer().can_prove_equal(exact, 16 * b * n), exact
+
+
+@pytest.mark.parametrize("finalize", [
+    lambda: finalize_passes(LLVM),
+    lambda: finalize_passes(LLVM, native_storage=False),
+    lambda: gpu_pipeline.finalize_passes(LLVM),
+], ids=["cpu", "cpu-vm-allocator", "gpu"])
+def test_exact_sizes_run_right_before_the_planner(finalize):
+    names = [p.info.name for p in finalize()]
+    assert names[names.index("StaticPlanBlockMemory") - 1] == "kokoro_ext.ExactDynamicSizes", names
 
 
 def test_freed_buffer_serves_the_next_request_it_fits(pool):

@@ -55,8 +55,9 @@ using tvm::runtime::memory::Storage;
 /*!
  * \brief Freed bytes the pool keeps for reuse at least; beyond this and beyond the most it
  *  has had in use at once, buffers go back to the system, the largest first.  (Sizes are
- *  address space: memory planning sizes a buffer for the largest batch a stage takes,
- *  and only the pages a call writes are ever backed.)
+ *  address space: only the pages a call writes are ever backed, and a buffer of static
+ *  size, planned for the largest batch a stage takes, is mostly untouched; the buffers the
+ *  length sizes are the call's own, kokoro_ext.build.passes.memory.exact_dynamic_sizes.)
  */
 constexpr size_t kMinCachedBytes = size_t{1} << 30;
 

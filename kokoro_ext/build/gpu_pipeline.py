@@ -19,8 +19,9 @@ kokoro_ext.build.pipeline; kokoro_ext.build.compiler picks by the target's kind.
       that every PrimFunc is scheduled (``check_scheduled``): a function left without
       thread bindings would be compiled as host code, silently, or fail in codegen.
   dataflow_lower_passes  TVM's.
-  finalize_passes  TVM's generic GPU finalization: no CPU storage pool (its buffers are
-      host memory), and no CUDA graphs.
+  finalize_passes  TVM's generic GPU finalization, with the CPU pipeline's
+      ``exact_dynamic_sizes`` before the planner (kokoro_ext.build.passes.memory): no CPU
+      storage pool (its buffers are host memory), and no CUDA graphs.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tvm import relax
 from tvm.s_tir import dlight as dl
 
 from kokoro_ext.build.passes.gpu_schedule import GPU_RULES, check_scheduled
+from kokoro_ext.build.passes.memory import exact_dynamic_sizes
 from kokoro_ext.build.passes.narrow import WGSL_PASSES
 from kokoro_ext.build.passes.polyphase import polyphase_conv_transpose
 from kokoro_ext.build.passes.scan import compensated_cumsum
@@ -112,8 +114,9 @@ def dataflow_lower_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]
 
 
 def finalize_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
-    """TVM's generic GPU finalization."""
+    """TVM's generic GPU finalization, with ``exact_dynamic_sizes`` before the planner."""
     return [
+        exact_dynamic_sizes,
         relax.transform.StaticPlanBlockMemory(),
         relax.transform.LowerAllocTensor(),
         relax.transform.KillAfterLastUse(),

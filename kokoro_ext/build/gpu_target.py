@@ -176,10 +176,11 @@ WASM = GpuTarget(
     pipeline=PipelineOptions(native_dense=True, native_storage=False),
     requires={"wasm_features": ["simd128"]},
     lstm_backend="native",
-    # A wasm32 instance has at most 2 GB; the decoder holds about 7.5 MB a frame at once
-    # (its storage as the VM plans it: 1.48 GB at 200 frames, on the CPU too) beside its
-    # 250 MB of weights.  Longer chunks are halved by the page (tts.js).
-    max_frames=160,
+    # A wasm32 instance has at most 2 GB: the decoder's, with its 262 MB of weights, grows
+    # about 0.5 MB a frame (474 MiB at 285 frames in Chromium, its storage planned for the
+    # call's batch: kokoro_ext.build.passes.memory.exact_dynamic_sizes), so 2048 frames
+    # (82 s of audio) stay near 1.3 GB.  Longer chunks are halved by the page (tts.js).
+    max_frames=2048,
 )
 
 #: What the plain ``cuda`` target holds machine code for: A100 (sm_80), the RTX 30 and A10

@@ -19,9 +19,10 @@ runs them in order.  This is the one place that decides which passes run and whe
       functions (kokoro_ext.build.passes.schedule), where TVM's GPU pipelines put
       dlight's: cpu_generic schedules nothing.
   dataflow_lower_passes  cpu_generic's.
-  finalize_passes  cpu_generic's, with ``pooled_storage`` right after
-      ``LowerRuntimeBuiltin`` has made the planned storage allocations VM calls
-      (kokoro_ext.build.passes.memory).
+  finalize_passes  cpu_generic's, with ``exact_dynamic_sizes`` right before
+      ``StaticPlanBlockMemory`` (storage the length sizes is planned for the call's batch,
+      not the batch bound) and ``pooled_storage`` right after ``LowerRuntimeBuiltin`` has
+      made the planned storage allocations VM calls (kokoro_ext.build.passes.memory).
 
 Without ``native_dense`` and ``native_storage`` (and with the "tir" LSTM), a stage calls
 nothing of the native kernel library (cpp/): what a CPU without it takes, a browser's
@@ -42,6 +43,7 @@ from kokoro_ext.build.passes import (
     InlineElementwise,
     ParallelizeSpatial,
     VectorizeReduction,
+    exact_dynamic_sizes,
     polyphase_conv_transpose,
     pooled_storage,
     quantize_weights,
@@ -120,16 +122,21 @@ def dataflow_lower_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]
 def finalize_passes(
     target: tvm.target.Target, native_storage: bool = True
 ) -> list[tvm.transform.Pass]:
-    """cpu_generic's, with the host storage allocations sent to the native pool once
-    LowerRuntimeBuiltin has made them VM calls (with ``native_storage``)."""
-    if not native_storage:
-        return list(cpu_generic.finalize_passes(target))
+    """cpu_generic's, with ``exact_dynamic_sizes`` before the memory planning, and the
+    host storage allocations sent to the native pool once LowerRuntimeBuiltin has made
+    them VM calls (with ``native_storage``)."""
     passes = []
     for p in cpu_generic.finalize_passes(target):
+        if p.info.name == "StaticPlanBlockMemory":
+            passes.append(exact_dynamic_sizes)
         passes.append(p)
-        if p.info.name == "LowerRuntimeBuiltin":
+        if native_storage and p.info.name == "LowerRuntimeBuiltin":
             passes.append(pooled_storage)
-    if pooled_storage not in passes:
+    if exact_dynamic_sizes not in passes:
+        raise RuntimeError("cpu_generic.finalize_passes has no StaticPlanBlockMemory: "
+                           "kokoro_ext.build.passes.memory.exact_dynamic_sizes has nowhere "
+                           "to run")
+    if native_storage and pooled_storage not in passes:
         raise RuntimeError("cpu_generic.finalize_passes has no LowerRuntimeBuiltin: "
                            "kokoro_ext.build.passes.memory.pooled_storage has nowhere to run")
     return passes

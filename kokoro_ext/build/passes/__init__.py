@@ -4,13 +4,15 @@
   winograd   winograd_conv1d: long stride-1 native convolutions -> Winograd or packed taps
   schedule   InlineElementwise, VectorizeReduction, ParallelizeSpatial, schedule_in_turn
   quantize   quantize_weights: kernels on weights stored as int8 -> their int8 forms
-  memory     pooled_storage: host storage allocations -> the native pool
+  memory     exact_dynamic_sizes: storage sized by the length planned for the call's
+             batch, not the batch bound; pooled_storage: host storage allocations
+             -> the native pool
   polyphase  polyphase_conv_transpose: strided transposed convolutions -> their phases'
              stride-1 convolution (GPU builds)
 """
 
 from .dispatch import DispatchNativeKernels
-from .memory import pooled_storage
+from .memory import exact_dynamic_sizes, pooled_storage
 from .polyphase import polyphase_conv_transpose
 from .quantize import quantize_weights
 from .schedule import (
@@ -26,6 +28,7 @@ __all__ = [
     "InlineElementwise",
     "ParallelizeSpatial",
     "VectorizeReduction",
+    "exact_dynamic_sizes",
     "length_bounds",
     "pack_taps",
     "polyphase_conv_transpose",

@@ -1,4 +1,9 @@
-"""Storage from the native pool: a Relax pass over the lowered module.
+"""Storage sized for the call, from the native pool: two Relax passes of the finalization.
+
+``exact_dynamic_sizes`` runs right before ``StaticPlanBlockMemory`` (both pipelines'
+``finalize_passes``): where a planned tensor's shape has a bounded variable (the batch)
+beside an unbounded one (the length), it drops that variable's ``tir_var_upper_bound``, so
+that the planner sizes the storage for the call's batch, not for the bound (below).
 
 After memory planning, every buffer a stage function uses comes from an
 ``R.vm.alloc_storage`` call, which the VM serves from the allocator it was initialized
@@ -55,3 +60,68 @@ def pooled_storage(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IR
         if isinstance(func, relax.Function):
             rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
     return rewriter.builder_.get()
+
+
+# --- the planner's sizes -------------------------------------------------------------
+
+_BUILTIN_ALLOC_TENSOR = tvm.ir.Op.get("relax.builtin.alloc_tensor")
+_UPPER_BOUND = "tir_var_upper_bound"
+
+
+def _dim_vars(dim: tvm.tirx.PrimExpr) -> set[str]:
+    return {v.name for v in tvm.tirx.analysis.undefined_vars(dim)}
+
+
+def _mixed_bounds(func: relax.Function, bounded: set[str]) -> set[str]:
+    """The bounded variables of ``func``'s planned tensors (``R.builtin.alloc_tensor``)
+    whose shapes also have a dimension of no upper bound."""
+    mixed: set[str] = set()
+
+    def visit(expr: relax.Expr) -> None:
+        if not (isinstance(expr, relax.Call) and expr.op.same_as(_BUILTIN_ALLOC_TENSOR)):
+            return
+        shape = expr.args[0]
+        if not isinstance(shape, relax.ShapeExpr):
+            return
+        dims = [_dim_vars(d) for d in shape.values]
+        if any(d - bounded for d in dims):  # a dimension the planner cannot bound
+            mixed.update(*(d for d in dims if d and d <= bounded))
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return mixed
+
+
+@tvm.transform.module_pass(opt_level=0, name="kokoro_ext.ExactDynamicSizes")
+def exact_dynamic_sizes(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    """Drop a variable's ``tir_var_upper_bound`` where a planned tensor's shape has it
+    beside a dimension of no bound; runs right before ``StaticPlanBlockMemory``.
+
+    The planner sizes each storage with every dimension at its upper bound, one by one.
+    A tensor of shape (batch, C, samples) with batch <= 16 (the stages' batch bound, from
+    the export) and samples unbounded thus gets a storage of 16 * C * samples elements:
+    still sized at run time (by the length), but 16 times a batch-1 call's tensor.  The
+    decoder's storage in use at once grew by 7.6 MB a frame that way (1477 MiB at 200
+    frames; a wasm32 instance, 2 GB, could not run a sentence of 285), 0.48 MB a frame
+    without (92 MiB).  The bound buys no static storage there; without it the size is the
+    tensor's own.  A variable no such shape has keeps its bound: the tensors of bounded
+    dimensions alone keep their static storage.
+    """
+    updates = {}
+    for gv, func in mod.functions_items():
+        if not isinstance(func, relax.Function) or func.attrs is None:
+            continue
+        bounds = func.attrs.get(_UPPER_BOUND)
+        if not bounds:
+            continue
+        mixed = _mixed_bounds(func, {str(k) for k in bounds})
+        if not mixed:
+            continue
+        kept = {str(k): v for k, v in bounds.items() if str(k) not in mixed}
+        updates[gv] = (func.with_attr(_UPPER_BOUND, kept) if kept
+                       else func.without_attr(_UPPER_BOUND))
+    if not updates:
+        return mod
+    mod = mod.clone()
+    for gv, func in updates.items():
+        mod[gv] = func
+    return mod
