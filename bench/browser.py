@@ -74,7 +74,6 @@ import argparse
 import base64
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -88,7 +87,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from harness import cpu_model, one_line, write_results  # noqa: E402
+from harness import machine_record, one_line, write_results  # noqa: E402
 from user import TEXTS  # noqa: E402
 
 VOICE = "af_heart"
@@ -578,23 +577,8 @@ def ids_match(chunks: list[dict]) -> bool | None:
 
 
 def machine(browser) -> dict:
-    import importlib.metadata
-
-    versions = {}
-    for dist in ("apache-tvm", "playwright", "onnx", "numpy", "matplotlib"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
-    memory = None
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        pass
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "memory_gib": memory,
-            "load_average_end": os.getloadavg(), "platform": platform.platform(),
-            "python": platform.python_version(), "chromium": browser._browser.version,
-            "versions": versions}
+    packages = ("apache-tvm", "playwright", "onnx", "numpy", "matplotlib")
+    return {**machine_record(packages), "chromium": browser._browser.version}
 
 
 def run(args, log=print) -> dict:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -50,7 +49,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harness import cpu_model, one_line, skipped, write_results  # noqa: E402
+from harness import machine_record, one_line, skipped, write_results  # noqa: E402
 
 BOOK = HERE / "data" / "lamplighter.md"
 VOICE = "af_heart"
@@ -271,16 +270,7 @@ def plan(args: argparse.Namespace) -> list[dict]:
 
 
 def machine() -> dict:
-    import importlib.metadata
-
-    versions = {}
-    for dist in ("apache-tvm", "ray", "kokoro-onnx", "onnxruntime", "numpy"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "versions": versions}
+    return machine_record(("apache-tvm", "ray", "kokoro-onnx", "onnxruntime", "numpy"))
 
 
 def format_table(result: dict) -> str:

@@ -68,6 +68,27 @@ def plot_if_possible(plot: Callable[[dict, Path], None], result: dict, path: Pat
     return True
 
 
+def machine_record(packages: tuple[str, ...]) -> dict:
+    """What a result records of the machine: CPU, cores, memory, load, platform, Python and
+    the versions of ``packages`` (None where one is not installed)."""
+    import importlib.metadata
+    import os
+
+    versions = {}
+    for dist in packages:
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        memory = None
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "memory_gib": memory,
+            "load_average_end": os.getloadavg(), "platform": platform.platform(),
+            "python": platform.python_version(), "versions": versions}
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

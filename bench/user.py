@@ -84,7 +84,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -95,7 +94,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # bench/harness.py, also when loaded by file path (tests)
 
-from harness import cpu_model, one_line, read_wav, skipped, write_results  # noqa: E402
+from harness import machine_record, one_line, read_wav, skipped, write_results  # noqa: E402
 
 VOICE = "af_heart"
 #: kokoro's context is 512 tokens, two of them the boundaries.
@@ -834,26 +833,9 @@ def warm_rss(args: argparse.Namespace, spec: dict, text: str) -> dict:
 
 
 def machine(args: argparse.Namespace) -> dict:
-    import importlib.metadata
-
-    versions = {}
-    for dist in ("apache-tvm", "torch", "onnxruntime", "kokoro", "kokoro-onnx", "misaki",
-                 "numpy", "matplotlib"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
-    memory = None
-    try:
-        import psutil
-
-        memory = psutil.virtual_memory().total / 2**30
-    except ImportError:
-        pass
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": args.threads,
-            "memory_gib": memory, "load_average_end": os.getloadavg(),
-            "platform": platform.platform(), "python": platform.python_version(),
-            "versions": versions}
+    packages = ("apache-tvm", "torch", "onnxruntime", "kokoro", "kokoro-onnx", "misaki",
+                "numpy", "matplotlib")
+    return {**machine_record(packages), "threads": args.threads}
 
 
 def rss_mb() -> float:
