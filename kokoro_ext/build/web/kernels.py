@@ -18,10 +18,6 @@ cache beside the web runtime's.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import tvm
@@ -75,29 +71,7 @@ def kernels_dir() -> Path:
 
 def kernel_parts() -> list[Path]:
     """The kernels' wasm object files, compiled first if the cache lacks them."""
-    folder = kernels_dir()
-    parts = [folder / f"{s.stem}.o" for s in SOURCES]
-    if all(p.is_file() for p in parts):
-        return parts
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".kernels-", dir=folder.parent))
-
-    def compile_one(source: Path) -> None:
-        out = runtime.run_emcc(
-            [*_includes(), *_CFLAGS, "-c", "-o", str(staging / f"{source.stem}.o"), str(source)]
-        )
-        if out.returncode != 0:
-            raise runtime.ToolchainError(f"emcc failed on {source}:\n{out.stderr[-3000:]}")
-
-    try:
-        with ThreadPoolExecutor(min(len(SOURCES), os.cpu_count() or 1)) as pool:
-            list(pool.map(compile_one, SOURCES))
-        os.replace(staging, folder)  # whole or not at all; a racing build's is as good
-    except OSError:
-        pass
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return parts
+    return runtime.compile_objects(list(SOURCES), [*_includes(), *_CFLAGS], kernels_dir())
 
 
 def link(output: str, objects: list[str], options: list[str] | None = None) -> None:

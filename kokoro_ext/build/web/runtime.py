@@ -102,12 +102,36 @@ def runtime_dir() -> Path:
     return cache.cache_dir() / "web" / f"tvm-{tvm.__version__}-{key}"
 
 
+def compile_objects(sources: list[Path], flags: list[str], folder: Path) -> list[Path]:
+    """``folder/<stem>.o`` for each of ``sources``, compiled by emcc with ``flags`` in
+    parallel where the cache lacks them; the folder appears whole or not at all."""
+    parts = [folder / f"{source.stem}.o" for source in sources]
+    if all(p.is_file() for p in parts):
+        return parts
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".objects-", dir=folder.parent))
+
+    def compile_one(source: Path) -> None:
+        out = run_emcc([*flags, "-c", "-o", str(staging / f"{source.stem}.o"), str(source)])
+        if out.returncode != 0:
+            raise ToolchainError(f"emcc failed on {source}:\n{out.stderr[-3000:]}")
+
+    try:
+        with ThreadPoolExecutor(min(len(sources), os.cpu_count() or 1)) as pool:
+            list(pool.map(compile_one, sources))
+        os.replace(staging, folder)  # a racing build's is as good
+    except OSError:
+        pass
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return parts
+
+
 def runtime_parts() -> list[Path]:
     """The runtime's object files, compiled first if the cache lacks them."""
     folder = runtime_dir()
-    parts = [folder / f"{name}.o" for name in PARTS]
-    if all(p.is_file() for p in parts):
-        return parts
+    if all((folder / f"{name}.o").is_file() for name in PARTS):
+        return [folder / f"{name}.o" for name in PARTS]
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tvm-web-", dir=folder.parent) as scratch:
         root = Path(scratch)
@@ -117,23 +141,8 @@ def runtime_parts() -> list[Path]:
             f"-I{root / '3rdparty/tvm-ffi/3rdparty/dlpack/include'}",
             f"-I{root / '3rdparty/compiler-rt'}",
         ]  # fmt: skip
-
-        def compile_part(name: str) -> None:
-            out = run_emcc([*includes, *_CFLAGS, "-c", "-o", str(root / f"{name}.o"),
-                            str(root / "web" / "emcc" / f"{name}.cc")])  # fmt: skip
-            if out.returncode != 0:
-                raise ToolchainError(f"emcc failed on TVM's web/emcc/{name}.cc:\n{out.stderr[-3000:]}")
-
-        with ThreadPoolExecutor(len(PARTS)) as pool:
-            list(pool.map(compile_part, PARTS))
-        staging = Path(tempfile.mkdtemp(prefix=".parts-", dir=folder.parent))
-        for name in PARTS:
-            shutil.move(root / f"{name}.o", staging / f"{name}.o")
-        try:
-            os.replace(staging, folder)  # whole or not at all; a racing build's is as good
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
-    return parts
+        sources = [root / "web" / "emcc" / f"{name}.cc" for name in PARTS]
+        return compile_objects(sources, [*includes, *_CFLAGS], folder)
 
 
 def link(output: str, objects: list[str], options: list[str] | None = None) -> None:
