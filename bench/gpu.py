@@ -1,68 +1,249 @@
 """A CUDA build on an NVIDIA GPU against PyTorch float32 on the same GPU and weights.
 
-Made for a GPU machine without network that has Python, torch (CUDA) and the CUDA
-runtime wheels but not this project's build side: build here, carry, run one command.
+Made for a GPU machine without network that has Python (3.12 there), torch (CUDA),
+numpy and the CUDA runtime wheels, but neither TVM, nor kokoro, nor transformers, and
+that takes at most 64 MiB with a call (the bundle and the rest of the repository's
+working tree together): build here, carry, run one command.
 
-1. Here (the build machine):
+1. Here (the build machine), the real config with random weights (their values do not
+   travel: see Weights):
 
-     python -m kokoro_ext.build --target cuda --out artifacts-cuda     # or cuda-sm90
-     python bench/gpu.py prepare --artifacts artifacts-cuda --out gpu-bundle
+     python -m kokoro_ext.build --target cuda-sm90 --random-weights --out artifacts-cuda-sm90
+     python bench/gpu.py prepare --artifacts artifacts-cuda-sm90 --out gpu-bundle
 
-   ``prepare`` writes ``gpu-bundle/``: this checkout's ``kokoro_ext`` (Python; no native
-   kernels: a CUDA build runs none), TVM's runtime libraries (``libtvm_runtime.so``,
-   ``libtvm_runtime_cuda.so`` and the version record: kokoro_ext/lib, as a runtime wheel
-   lays them out), the tvm-ffi wheel's package, the build, this script, the model's
-   parameters as a torch state dict (``model.pt``: the GPU machine need not read the
-   ONNX checkpoint) and the phonemes of bench/user.py's texts cut in chunks as
-   ``Synthesizer.stream`` cuts them (``inputs.json``: no G2P there).
+   ``prepare`` writes ``gpu-bundle/`` (19 MiB for the real config's sm_90 build; it
+   prints the size, with the repository's other files, and refuses past 64 MiB):
 
-2. There:  ``cd gpu-bundle && python gpu.py run [--repeat 5] [--out results.json]``
+   * this checkout's ``kokoro_ext`` (Python; for a CUDA build no native kernels: it runs
+     none) with TVM's runtime libraries in ``kokoro_ext/lib`` as a runtime wheel lays
+     them out (``libtvm_runtime.so``, ``libtvm_runtime_cuda.so``, the version record);
+   * the tvm-ffi package, with the compiled core of every Python it was given besides
+     this one's (``--tvm-ffi-wheel``; by default prepare downloads the cp312 wheel of
+     the installed version with pip, as ``pip download --no-deps --only-binary=:all:
+     --python-version 3.12 --platform manylinux_2_28_x86_64 apache-tvm-ffi==VERSION``);
+   * the build without its weights files (the libraries, manifest, config and voice);
+   * ``transforms/<stage>.so``: each stage's weight transform (``main_transform_params``:
+     the checkpoint's parameters to the layout ``main`` takes) compiled alone for the
+     x86-64 host, with the VM's own allocator (it needs TVM's runtime library alone):
+     a CUDA build's libraries keep no transform (kokoro_ext.build.compiler
+     ``compile_host_transform``).  prepare runs each on the build's own model and checks
+     that it gives exactly the weights the build stored;
+   * ``kokoro/``: kokoro 0.9.4's model code (``model.py``, ``modules.py``,
+     ``istftnet.py``, ``custom_stft.py``: about 40 kB, Apache-2.0, copied from the
+     installed package with its LICENSE) with its imports of transformers' ALBERT pointed
+     at kokoro_ext.tools.albert (the same modules in torch alone), of loguru at logging,
+     and of huggingface_hub and attrs removed: the PyTorch reference without
+     transformers (129 MB installed) or kokoro's other dependencies;
+   * this script, and the phonemes of bench/user.py's texts cut in chunks as
+     ``Synthesizer.stream`` cuts them (``inputs.json``: no G2P there).
 
+   A CPU build (``--target llvm``) can be prepared too, for ``run --dry-run``: its
+   libraries keep their own transform, and the bundle then carries the native kernel
+   library and OpenBLAS (scipy-openblas32) that they call.
+
+2. There (``gpu-bundle`` an ignored folder of the repository's root, named in the
+   device call's ``carry``):
+
+     cd gpu-bundle && python3 gpu.py run --repeat 5 --out $OUT/gpu.json
+
+   * Weights: the model is built from the bundle's config with weights drawn from
+     ``--seed`` (default 0) on the CPU (kokoro_ext.build.model.build_model: PyTorch's
+     default initialization after ``torch.manual_seed``; ALBERT's as transformers
+     initializes it), the same values for both engines.  Each stage's parameters go
+     through its transform (``transforms/``, or a CPU build's own library) into
+     ``artifacts/<stage>.weights``, and the manifest is rewritten to match them.
+     Durations (garbage but the same for both engines, and bounded): the duration
+     head's bias is set to -2.75 and each row of its weight scaled to an L1 norm of at
+     most 1; its input is an LSTM's output, in (-1, 1), so every logit lies in
+     [-3.75, -1.75] and a token lasts round(50 sigmoid(logit)), 1 to 7 frames (3 on
+     the seed-0 model, whose LSTM output is small: Kokoro speaks about 3): at most
+     7 x 512 = 3584 frames a chunk, under the build's limit (8192), which run checks
+     before anything runs.
    * the device: name, architecture, driver check (kokoro_ext.run.cuda refuses a machine
      the build does not run on, naming why);
    * each stage against PyTorch float32 on the same GPU (and float64), and the waveform
-     against kokoro's own forward on the same noise: kokoro_ext.tools.validate's table
-     and its float32 bound;
+     against kokoro's own forward on the same noise (on the CPU): kokoro_ext.tools.
+     validate's table and its float32 bound, on the first chunk of the first text;
    * warm times per text (median of ``--repeat``): the build's stages and PyTorch's
      stage modules on the GPU (eager), chunk by chunk through the same host steps
      (kokoro_ext.run.pipeline.synthesize_ids), and the time to the first chunk;
    * device memory: what the CUDA driver reports in use after the runs (both engines'
      weights and pools), and torch's own peak.
 
-``run --dry-run`` runs the same steps on the CPU (a CPU build, torch on the CPU, first
-text only): a check of the script where no GPU is.
+``run --dry-run`` runs the same steps on the CPU (a CPU build's bundle, torch on the
+CPU, first text only): a check of the script where no GPU is.  tests/test_gpu_bundle.py
+prepares the small config's CPU build and runs it so in a process that sees only the
+bundle, torch and numpy.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.metadata
 import importlib.util
 import json
+import math
+import os
 import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: what a device call carries at most: the bundle and the rest of the working tree
+CARRY_LIMIT = 64 * 2**20
+#: the bundle's folders: the build, the host-compiled weight transforms
+BUILD, TRANSFORMS = "artifacts", "transforms"
+#: the duration head of the random model: its bias, and the L1 norm of each weight row at
+#: most (see the docstring: 1 to 7 frames a token, 3 where the LSTM's output is small)
+DURATION_BIAS, DURATION_ROW_L1 = -2.75, 1.0
+#: kokoro's model code the reference needs, and the lines of it that change: imports of
+#: what the GPU machine lacks (transformers, huggingface_hub, loguru, attrs)
+KOKORO_FILES = {
+    "model.py": [
+        ("from huggingface_hub import hf_hub_download\n", "hf_hub_download = None  # bundle: no hub\n"),
+        ("from loguru import logger\n", "import logging\nlogger = logging.getLogger('kokoro')\n"),
+        ("from transformers import AlbertConfig\n", "from kokoro_ext.tools.albert import AlbertConfig\n"),
+    ],
+    "modules.py": [
+        ("from transformers import AlbertModel\n", "from kokoro_ext.tools.albert import AlbertModel\n"),
+    ],
+    "istftnet.py": [],
+    "custom_stft.py": [("from attr import attr\n", "")],
+}  # fmt: skip
 
 
-def prepare(artifacts: Path, out: Path) -> None:
-    import torch
+# -- here: the bundle -------------------------------------------------------------------
+
+
+def _tree_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _repository_size(root: Path, bundle: Path) -> int | None:
+    """Bytes of what a device call carries besides ``bundle``: the tracked files and the
+    untracked ones git does not ignore (None outside a git checkout)."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            check=True, capture_output=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    files = (root / n for n in listed.decode().split("\0") if n)
+    inside = bundle.resolve()
+    return sum(
+        p.stat().st_size for p in files
+        if p.is_file() and inside not in p.resolve().parents
+    )  # fmt: skip
+
+
+def vendor_kokoro(out: Path) -> None:
+    """kokoro's model code in ``out/kokoro`` without transformers (module doc)."""
+    spec = importlib.util.find_spec("kokoro")
+    if spec is None or spec.origin is None:
+        raise SystemExit("prepare copies kokoro's model code: install kokoro (0.9.4) here")
+    source = Path(spec.origin).parent
+    target = out / "kokoro"
+    target.mkdir(parents=True, exist_ok=True)
+    version = importlib.metadata.version("kokoro")
+    for name, rewrites in KOKORO_FILES.items():
+        text = (source / name).read_text()
+        for old, new in rewrites:
+            if old not in text:
+                raise SystemExit(f"kokoro {version}'s {name} has no line {old.strip()!r}: "
+                                 "bench/gpu.py's KOKORO_FILES are for kokoro 0.9.4")  # fmt: skip
+            text = text.replace(old, new)
+        (target / name).write_text(text)
+    (target / "__init__.py").write_text(
+        f'"""kokoro {version}\'s model code, its imports of transformers, huggingface_hub, '
+        'loguru and attrs replaced (bench/gpu.py)."""\n\n'
+        f"__version__ = {version!r}\n\nfrom .model import KModel\n"
+    )
+    dist = importlib.metadata.distribution("kokoro")
+    for file in dist.files or []:
+        if Path(str(file)).name.upper().startswith("LICENSE"):
+            shutil.copy2(Path(dist.locate_file(file)), target / "LICENSE")
+
+
+def copy_tvm_ffi(out: Path, wheels: list[Path], python: str) -> None:
+    """The tvm-ffi package this process runs, in ``out/tvm_ffi``, with the compiled core
+    of each wheel in ``wheels`` beside its own (one package for several Pythons); without
+    wheels, the one for ``python`` (``3.12``) downloaded by pip, when it is not this
+    Python."""
+    package = Path(importlib.util.find_spec("tvm_ffi").origin).parent
+    shutil.copytree(package, out / "tvm_ffi", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "3rdparty", "include", "src"))  # fmt: skip
+    version = importlib.metadata.version("apache-tvm-ffi")
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if not wheels and python != here:
+        cache = Path.home() / ".cache" / "kokoro-tvm-ext" / "wheels"
+        cache.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                   "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+                   "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+                   "-d", str(cache), f"apache-tvm-ffi=={version}"]  # fmt: skip
+        tag = f"cp{python.replace('.', '')}"
+        found = sorted(cache.glob(f"apache_tvm_ffi-{version}-{tag}-*.whl"))
+        if not found:
+            subprocess.run(command, check=True)
+            found = sorted(cache.glob(f"apache_tvm_ffi-{version}-{tag}-*.whl"))
+        if not found:
+            raise SystemExit(f"pip gave no {tag} wheel of apache-tvm-ffi {version}: "
+                             "pass one with --tvm-ffi-wheel")  # fmt: skip
+        wheels = found[:1]
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            names = z.namelist()
+            wheel_version = next(
+                (n.split("/")[0].removesuffix(".dist-info").split("-")[1]
+                 for n in names if ".dist-info/" in n), None,
+            )  # fmt: skip
+            if wheel_version != version:
+                raise SystemExit(f"{wheel} is tvm-ffi {wheel_version}, this Python's {version}")
+            cores = [n for n in names if n.startswith("tvm_ffi/core.") and n.endswith(".so")]
+            for name in cores:
+                (out / name).write_bytes(z.read(name))
+            shared = "tvm_ffi/lib/libtvm_ffi.so"
+            if z.read(shared) != (package / "lib" / "libtvm_ffi.so").read_bytes():
+                raise SystemExit(f"{wheel}'s libtvm_ffi.so differs from this Python's: "
+                                 "one package cannot serve both")  # fmt: skip
+
+
+def prepare(
+    artifacts: Path, out: Path, ffi_wheels: list[Path] | None = None, python: str = "3.12",
+    log=print,
+) -> Path:  # fmt: skip
+    import numpy as np
 
     sys.path.insert(0, str(HERE))
     from user import TEXTS  # bench/user.py's texts
 
+    from kokoro_ext.build.compiler import compile_host_transform
+    from kokoro_ext.build.gpu_target import gpu_target
     from kokoro_ext.build.model import build_model
+    from kokoro_ext.build.stages import STAGES
     from kokoro_ext.run import artifacts as files
     from kokoro_ext.run import native
     from kokoro_ext.run.cuda import RUNTIME_NAME
+    from kokoro_ext.run.manifest import TensorSpec
+    from kokoro_ext.run.weights import load_weights
     from kokoro_ext.text.pipeline import Chunking, Progress, TextPipeline
 
     manifest = files.read_manifest(artifacts)
-    out.mkdir(parents=True, exist_ok=True)
+    gpu = gpu_target(dict(manifest.target))
+    if gpu is not None and not gpu.is_cuda:
+        raise SystemExit(f"{artifacts} is a {gpu.name} build: a bundle is for a CUDA or CPU one")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
     root = HERE.parent
-    shutil.copytree(root / "kokoro_ext", out / "kokoro_ext", dirs_exist_ok=True,
+    shutil.copytree(root / "kokoro_ext", out / "kokoro_ext",
                     ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.cpu.json"))  # fmt: skip
     lib = out / "kokoro_ext" / "lib"
     lib.mkdir(exist_ok=True)
@@ -70,15 +251,49 @@ def prepare(artifacts: Path, out: Path) -> None:
     for name in (native.RUNTIME_NAME, RUNTIME_NAME):
         shutil.copy2(runtime.path.with_name(name), lib / name)
     (lib / native.RUNTIME_RECORD).write_text(json.dumps({"version": runtime.version}) + "\n")
-    ffi = Path(importlib.util.find_spec("tvm_ffi").origin).parent
-    shutil.copytree(ffi, out / "tvm_ffi", dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    shutil.copytree(artifacts, out / "artifacts", dirs_exist_ok=True)
+    if gpu is None:  # a CPU build's stages (and transform) call the native kernels
+        kernels = native.library_path()
+        shutil.copy2(kernels, lib / native.LIBRARY_NAME)
+        shutil.copy2(native.record_path(kernels), lib / native.CPU_RECORD)
+        openblas = native.openblas_library().parents[1]
+        shutil.copytree(openblas, out / openblas.name,
+                        ignore=shutil.ignore_patterns("__pycache__", "include", "*.a"))  # fmt: skip
+    copy_tvm_ffi(out, list(ffi_wheels or []), python)
+    vendor_kokoro(out)
+    shutil.copytree(artifacts, out / BUILD,
+                    ignore=shutil.ignore_patterns("*.weights", files.LOG))  # fmt: skip
     shutil.copy2(Path(__file__), out / "gpu.py")
-    config = json.loads((artifacts / files.CONFIG).read_text())
-    source = manifest.weights
-    model = build_model(config, weights=source.path, seed=source.random_seed or 0)
-    torch.save(model.state_dict(), out / "model.pt")
+
+    # a CUDA build's weight transforms, compiled for this host; each checked on the
+    # build's own model against the weights the build stored
+    if gpu is not None:
+        config = json.loads((artifacts / files.CONFIG).read_text())
+        source = manifest.weights
+        model = build_model(config, weights=source.path, seed=source.random_seed or 0)
+        (out / TRANSFORMS).mkdir()
+        for name, entry in manifest.stages.items():
+            start = time.perf_counter()
+            executable, parameters = compile_host_transform(STAGES[name], model, gpu)
+            taken = tuple(TensorSpec(p.name, p.dtype, p.shape) for p in parameters)
+            if taken != entry.parameters:
+                raise SystemExit(f"the {name} transform compiled here takes other parameters "
+                                 f"than {artifacts / files.MANIFEST} records")  # fmt: skip
+            if executable is None:
+                continue
+            path = out / TRANSFORMS / f"{name}.so"
+            executable.export_library(str(path))
+            got = _transform(path, stage_parameters(name, entry, model), kernels=False)
+            want = load_weights(artifacts / entry.weights.file, entry.weights.tensors)
+            same = len(got) == len(want) and all(
+                g.shape == w.shape and g.dtype == w.dtype and np.array_equal(g, w)
+                for g, w in zip(got, want)
+            )
+            if not same:
+                raise SystemExit(f"the {name} transform compiled here does not give the "
+                                 f"weights {artifacts} stored")  # fmt: skip
+            log(f"{name}: weight transform {path.stat().st_size / 1e6:.2f} MB, "
+                f"{time.perf_counter() - start:.0f} s, the build's weights exactly")  # fmt: skip
+
     pipeline = TextPipeline("a")
     limit = manifest.limits.tokens - 2
     inputs = {}
@@ -86,16 +301,123 @@ def prepare(artifacts: Path, out: Path) -> None:
         chunks = pipeline.run(text, chunking=Chunking(lambda _: limit, limit, Progress()))
         inputs[name] = [c.piece.phonemes for c in chunks.chunks]
     (out / "inputs.json").write_text(json.dumps(inputs, ensure_ascii=False, indent=1))
-    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    print(f"wrote {out} ({size / 1e6:.1f} MB): carry it and run `python gpu.py run` in it")
+
+    size = _tree_size(out)
+    rest = _repository_size(root, out)
+    total = size + (rest or 0)
+    log(f"wrote {out}: {size / 2**20:.1f} MiB"
+        + (f"; with the repository's other files {total / 2**20:.1f} MiB" if rest else "")
+        + f" of the {CARRY_LIMIT / 2**20:.0f} MiB a device call carries")  # fmt: skip
+    if total > CARRY_LIMIT:
+        raise SystemExit(f"{out} does not fit a device call: {total / 2**20:.1f} MiB")
+    return out
 
 
-def run(directory: Path, repeat: int, out: Path | None, dry_run: bool) -> dict:
+# -- there: weights, then the comparisons ------------------------------------------------
+
+
+def reference_model(config: dict, seed: int):
+    """kokoro's model with random weights from ``seed`` and bounded durations (module doc)."""
+    import torch
+
+    from kokoro_ext.build.model import build_model
+
+    model = build_model(config, weights=None, seed=seed)
+    linear = model.predictor.duration_proj.linear_layer
+    with torch.no_grad():
+        linear.bias.fill_(DURATION_BIAS)
+        l1 = linear.weight.abs().sum(dim=1, keepdim=True)
+        linear.weight.mul_((DURATION_ROW_L1 / l1).clamp(max=1.0))
+    return model
+
+
+def most_frames_per_token(config: dict) -> int:
+    """The most frames a token of ``reference_model`` lasts: its logits lie within
+    DURATION_ROW_L1 of the bias, its duration is their sigmoids summed, rounded."""
+    top = 1 / (1 + math.exp(-(DURATION_BIAS + DURATION_ROW_L1)))
+    return max(1, round(config["max_dur"] * top))
+
+
+def stage_parameters(name: str, entry, model) -> list:
+    """The parameters of ``model``'s stage ``name`` that its transform takes, in order."""
+    from kokoro_ext.build.stages import STAGES
+
+    module = dict(STAGES[name].module(model).named_parameters())
+    arrays = []
+    for p in entry.parameters:
+        array = module[p.name].detach().contiguous().numpy()
+        if (str(array.dtype), tuple(array.shape)) != (p.dtype, tuple(p.shape)):
+            raise SystemExit(f"{name}: {p.name} is {array.dtype}{list(array.shape)}, the "
+                             f"build takes {p.dtype}{list(p.shape)}")  # fmt: skip
+        arrays.append(array)
+    return arrays
+
+
+def _transform(library: Path, arrays: list, kernels: bool) -> list:
+    """``main_transform_params`` of ``library`` on ``arrays`` (numpy) on this CPU; with
+    ``kernels``, after the native kernels (a CPU build's library calls them)."""
+    import numpy as np
+    import tvm_ffi
+
+    from kokoro_ext.run import native, runner
+
+    if not arrays:
+        return []
+    if kernels:
+        vm = runner.load_vm(runner.load_library(library))
+    else:
+        native.load_runtime()
+        vm = tvm_ffi.load_module(str(library))["vm_load_executable"]()
+        vm["vm_initialization"](1, 0, 1)  # kDLCPU, device 0, the naive allocator
+    outputs = vm[runner.TRANSFORM_PARAMS]([runner.to_tensor(a) for a in arrays])
+    return [np.array(np.from_dlpack(w), copy=True) for w in outputs]
+
+
+def make_weights(directory: Path, seed: int, log=print):
+    """The reference model of ``seed``; its weights through each stage's transform into
+    the bundle's build, whose manifest is rewritten to match them."""
+    from kokoro_ext.run import artifacts as files
+    from kokoro_ext.run.manifest import Source, WeightsFile
+    from kokoro_ext.run.weights import write_weights
+
+    build = directory / BUILD
+    manifest = files.read_manifest(build)
+    config = json.loads((build / files.CONFIG).read_text())
+    frames = most_frames_per_token(config) * manifest.limits.tokens
+    if frames > manifest.limits.frames:
+        raise SystemExit(f"random durations could reach {frames} frames a chunk, over the "
+                         f"build's limit of {manifest.limits.frames}")  # fmt: skip
+    start = time.perf_counter()
+    model = reference_model(config, seed)
+    stages = {}
+    for name, entry in manifest.stages.items():
+        host = directory / TRANSFORMS / f"{name}.so"
+        library = host if host.is_file() else build / entry.file
+        outputs = _transform(library, stage_parameters(name, entry, model), not host.is_file())
+        layout = [(tuple(a.shape), str(a.dtype)) for a in outputs]
+        if layout != [(t.shape, t.dtype) for t in entry.weights.tensors]:
+            raise SystemExit(f"the {name} transform gives other arrays than the manifest lists")
+        path = build / entry.weights.file
+        tensors = tuple(write_weights(path, outputs))
+        weights = WeightsFile(entry.weights.file, files.sha256(path), path.stat().st_size, tensors)
+        stages[name] = dataclasses.replace(entry, weights=weights)
+    files.write_manifest(
+        build, dataclasses.replace(manifest, weights=Source(random_seed=seed), stages=stages)
+    )
+    log(f"weights of seed {seed} made and transformed in {time.perf_counter() - start:.1f} s "
+        f"(at most {most_frames_per_token(config)} frames a token)")  # fmt: skip
+    return model
+
+
+def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int = 0) -> dict:
+    # tvm-ffi would JIT-compile a torch extension at import where torch lacks the DLPack
+    # exchange API; nothing here hands torch tensors to TVM
+    os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")
+    directory = directory.resolve()
     sys.path.insert(0, str(directory))
     import numpy as np
     import torch
 
-    from kokoro_ext.build.model import build_model
     from kokoro_ext.run.pipeline import synthesize_ids, voice_style
     from kokoro_ext.run.synthesizer import Synthesizer
     from kokoro_ext.text import phonemes_to_ids
@@ -103,22 +425,16 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool) -> dict:
     from kokoro_ext.tools.validate import format_table, verdict, validate
 
     device = "cpu" if dry_run else "cuda"
-    synth = Synthesizer(directory / "artifacts")  # refuses a machine it cannot run on
-    if importlib.util.find_spec("kokoro") is None:
-        # the PyTorch reference is kokoro's KModel (kokoro_ext.build.model)
-        raise SystemExit(
-            "the PyTorch reference needs the kokoro package (0.9.4) and its dependencies "
-            "(transformers, misaki, ...) on this machine; the bundle does not carry them"
-        )
-    report: dict = {"device": device, "manifest_target": dict(synth.manifest.target)}
+    report: dict = {"device": device, "seed": seed}
     if device == "cuda":
         from kokoro_ext.run import cuda
 
-        name, arch = cuda.device_architecture(0)
+        name, arch = cuda.device_architecture(0)  # refuses a machine without a GPU
         report.update(gpu=name, architecture=arch, torch=torch.__version__)
         print(f"GPU: {name} ({arch}); torch {torch.__version__}")
-    model = build_model(synth.config, weights=None, seed=0)
-    model.load_state_dict(torch.load(directory / "model.pt"))
+    model = make_weights(directory, seed)
+    synth = Synthesizer(directory / BUILD)  # refuses a machine it cannot run on
+    report["manifest_target"] = dict(synth.manifest.target)
     inputs = json.loads((directory / "inputs.json").read_text())
     if dry_run:
         inputs = dict(list(inputs.items())[:1])
@@ -135,34 +451,39 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool) -> dict:
     # warm times per text: the build and PyTorch eager, chunk by chunk, same host steps
     eager = torch_provider(model, device=device)
     engines = {"tvm": synth._stage, "torch-eager": eager}
+    frames: dict = {}
 
-    def speak(stages, chunks):
+    def speak(stages, text, chunks):
         first = None
         start = time.perf_counter()
         for phon in chunks:
             ids = phonemes_to_ids(phon, synth.vocab)
             style = voice_style(synth.voice, len(ids) - 2)
-            synthesize_ids(stages, synth.geometry, ids, style, synth.limits, 1.0, 0)
+            trace = synthesize_ids(stages, synth.geometry, ids, style, synth.limits, 1.0, 0)
             if device == "cuda":
                 torch.cuda.synchronize()
             first = first if first is not None else time.perf_counter() - start
+            frames.setdefault(text, []).append(int(np.sum(trace.durations)))
         return time.perf_counter() - start, first
 
     for stages in engines.values():  # warm-up: loads, first-call allocations
-        speak(stages, inputs[next(iter(inputs))])
+        text = next(iter(inputs))
+        speak(stages, text, inputs[text])
     times: dict = {}
     for text, chunks in inputs.items():
         times[text] = {}
         for engine, stages in engines.items():
-            runs = [speak(stages, chunks) for _ in range(repeat)]
+            runs = [speak(stages, text, chunks) for _ in range(repeat)]
             total = statistics.median(r[0] for r in runs)
             first = statistics.median(r[1] for r in runs)
             times[text][engine] = {"seconds": total, "first_chunk_seconds": first}
         ratio = times[text]["tvm"]["seconds"] / times[text]["torch-eager"]["seconds"]
         times[text]["tvm_over_eager"] = ratio
+        times[text]["frames_per_chunk"] = frames[text][: len(chunks)]
         print(f"{text:<10} tvm {times[text]['tvm']['seconds'] * 1e3:9.1f} ms "
               f"(first {times[text]['tvm']['first_chunk_seconds'] * 1e3:7.1f})  eager "
-              f"{times[text]['torch-eager']['seconds'] * 1e3:9.1f} ms  x{ratio:.2f}")  # fmt: skip
+              f"{times[text]['torch-eager']['seconds'] * 1e3:9.1f} ms  x{ratio:.2f}  "
+              f"frames {frames[text][: len(chunks)]}")  # fmt: skip
     report["warm"] = times
     if device == "cuda":
         free, total = torch.cuda.mem_get_info()
@@ -174,7 +495,6 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool) -> dict:
               f"(torch's peak {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB)")  # fmt: skip
     if out is not None:
         out.write_text(json.dumps(report, indent=1, default=str))
-    _ = np  # numpy is the runner's; imported here so that a missing one fails first
     return report
 
 
@@ -184,16 +504,20 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prepare", help="here: write the bundle to carry")
     p.add_argument("--artifacts", type=Path, required=True)
     p.add_argument("--out", type=Path, default=Path("gpu-bundle"))
+    p.add_argument("--python", default="3.12", help="the Python there (its tvm-ffi core)")
+    p.add_argument("--tvm-ffi-wheel", type=Path, action="append", default=[],
+                   help="an apache-tvm-ffi wheel whose compiled core to add (repeatable)")  # fmt: skip
     r = sub.add_parser("run", help="there: run the bundle this script is in")
     r.add_argument("--bundle", type=Path, default=HERE)
     r.add_argument("--repeat", type=int, default=5)
+    r.add_argument("--seed", type=int, default=0, help="of the random weights")
     r.add_argument("--out", type=Path)
     r.add_argument("--dry-run", action="store_true", help="on the CPU: a check of the script")
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        prepare(args.artifacts, args.out)
+        prepare(args.artifacts, args.out, args.tvm_ffi_wheel, args.python)
     else:
-        run(args.bundle, args.repeat, args.out, args.dry_run)
+        run(args.bundle, args.repeat, args.out, args.dry_run, args.seed)
     return 0
 
 

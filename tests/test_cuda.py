@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from kokoro_ext.build.target import parse_target
 from kokoro_ext.run import artifacts
 from kokoro_ext.run import cuda as run_cuda
 from kokoro_ext.run.synthesizer import Synthesizer
+from gpu_bundle import gpu_script, run_in_bundle
 from small_build import build_small
 
 if shutil.which("nvcc") is None and not os.environ.get("CI"):
@@ -104,6 +106,34 @@ def test_the_kernels_are_compiled_without_fast_math(tmp_path):
     assert "--use_fast_math" not in command and "--fatbin" in command
     assert "arch=compute_90,code=compute_90" in command  # the PTX
     assert "arch=compute_80,code=sm_80" in command
+
+
+def test_gpu_bundle_carries_the_weight_transforms(cuda_build, tmp_path):
+    """bench/gpu.py prepare: each stage's weight transform compiled alone for this host,
+    which gives exactly the weights the build stored (prepare checks it), and runs where
+    only the bundle, torch and numpy are (no TVM package, no native kernels): there it
+    makes another seed's weights, and the manifest it rewrites lists them."""
+    gpu = gpu_script()
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"  # no download in a test
+    bundle = gpu.prepare(cuda_build, tmp_path / "bundle", python=here, log=lambda _: None)
+    manifest = artifacts.read_manifest(cuda_build)
+    with_weights = {n for n, e in manifest.stages.items() if e.parameters}
+    assert {p.stem for p in (bundle / gpu.TRANSFORMS).glob("*.so")} == with_weights
+    assert not list((bundle / gpu.BUILD).glob("*.weights"))
+    done = run_in_bundle(bundle, (
+        "from pathlib import Path; import gpu\n"
+        "gpu.make_weights(Path('.').resolve(), 1)\n"
+        "from kokoro_ext.run import artifacts, native\n"
+        "assert native._loaded is None  # the transforms need TVM's runtime alone\n"
+        "artifacts.verify('artifacts', artifacts.read_manifest('artifacts'), trust_stamps=False)\n"
+    ), tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    made = artifacts.read_manifest(bundle / gpu.BUILD)
+    assert made.weights.random_seed == 1
+    for name, entry in made.stages.items():
+        assert entry.weights.tensors == manifest.stages[name].weights.tensors
+        if name in with_weights:
+            assert entry.weights.sha256 != manifest.stages[name].weights.sha256
 
 
 @pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: the refusal is for one without")

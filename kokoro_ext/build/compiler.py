@@ -161,6 +161,40 @@ def compile_stage(
     )
 
 
+def compile_host_transform(
+    spec: StageSpec, model: nn.Module, target: GpuTarget, native_storage: bool = False
+) -> tuple[tvm.runtime.Executable | None, list[Parameter]]:
+    """The weight transform of ``spec``'s stage in a ``target`` build, compiled alone for
+    this machine as ``compile_stage`` compiles ``CompiledStage.transform`` (the same
+    import and pipeline options, ``main`` left out), and the checkpoint's parameters it
+    takes, in order; (None, []) for a stage without weights.  A GPU build's libraries do
+    not keep their transform (--weights-only cannot run on them): bench/gpu.py carries
+    this one to make a build's weights where the build runs.  Without ``native_storage``
+    its storage comes from the VM's allocator, not the native kernels' pool: it then
+    needs TVM's runtime library alone."""
+    if not target.is_gpu:
+        raise ValueError(f"{target.name} is not a GPU target: its libraries keep their transform")
+    module = spec.module(model)
+    example = spec.batched_example(model, 16)
+    mod, _, seconds, program = _import(
+        module, example, spec.dynamic(model), target.lstm_backend, True
+    )
+    names = [name for name, _ in program.named_parameters()]
+    if not names:
+        return None, []
+    mod, params = detach_params(mod)
+    weights = [w.numpy() for w in params["main"]]
+    # compile_stage's options for a GPU target (float32 weights: nothing is int8)
+    options = PipelineOptions(
+        native_dense=target.native_kernels,
+        polyphase=True,
+        transform_only=True,
+        native_storage=native_storage,
+    )
+    executable = _compile(mod, parse_target("llvm"), options, seconds)
+    return executable, [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
+
+
 def narrowed(signature: StageSignature) -> StageSignature:
     """``signature`` with its int64 tensors as int32 (kokoro_ext.build.passes.narrow)."""
 
