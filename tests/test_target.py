@@ -319,7 +319,7 @@ def test_openblas_gets_its_avx512_kernels_only_where_the_host_has_them(name, cor
     assert openblas_coretype(HOSTS[name]) == coretype
 
 
-def test_wasm_is_a_browser_cpu_target_without_native_kernels():
+def test_wasm_is_a_browser_cpu_target_with_the_kernels_compiled_for_it():
     from kokoro_ext.build.gpu_target import WASM, gpu_target
     from kokoro_ext.build.pipeline import PipelineOptions
 
@@ -327,8 +327,10 @@ def test_wasm_is_a_browser_cpu_target_without_native_kernels():
     assert target == {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm",
                       "mcpu": "generic", "mattr": ["+simd128"]}  # fmt: skip
     assert gpu_target(target) is WASM and gpu_target("wasm") is WASM
-    assert not WASM.is_gpu and WASM.in_browser and WASM.lstm_backend == "tir"
-    assert WASM.pipeline == PipelineOptions(native_dense=False, native_storage=False)
+    assert not WASM.is_gpu and WASM.in_browser and WASM.lstm_backend == "native"
+    # the native kernels (compiled by emscripten), the VM's own storage: no native pool
+    assert WASM.pipeline == PipelineOptions(native_dense=True, native_storage=False)
+    assert WASM.native_kernels and WASM.max_frames is not None
     # an llvm target is wasm's only if it is wasm's: a CPU's stays a CPU's
     assert gpu_target(parse_target("llvm")) is None
     assert gpu_target(parse_target("aarch64")) is None
