@@ -69,7 +69,6 @@ _SETUP = """async (base) => {
     return { data: btoa(text), dtype: t.dtype, shape: t.shape };
   };
   const build = await loadBuild(base);
-  window.kokoroBuild = build;
   window.kokoroRunStage = async (name, inputs) =>
     (await build.run(name, inputs.map(decode))).map(encode);
   return build.gpu?.adapterInfo ? JSON.stringify(build.gpu.adapterInfo) : "";

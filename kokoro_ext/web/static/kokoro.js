@@ -194,13 +194,6 @@ export class Build {
     }
   }
 
-  /** Bytes of WebAssembly memory the loaded stages' instances hold (each instance's
-   * memory only grows; a wasm32 one stops at 2 GB). */
-  async memoryBytes() {
-    const stages = await Promise.all(Object.values(this.stages));
-    return stages.reduce((n, stage) => n + stage.tvm.memory.memory.buffer.byteLength, 0);
-  }
-
   /** Run stage `name` on `inputs`; its outputs. */
   async run(name, inputs) {
     const stage = await this.stage(name);
