@@ -34,6 +34,21 @@ inline float At(const float* A, int lda, bool trans, int r, int k) {
   return trans ? A[static_cast<int64_t>(k) * lda + r] : A[static_cast<int64_t>(r) * lda + k];
 }
 
+/*!
+ * \brief Rows [first, first + count) of op(M) (row-major, leading dimension ld, transposed
+ *  when trans), columns [k0, k0 + depth), as a panel [depth][lanes]: rows past count zero.
+ *  op(A)'s rows are the A panel's lanes; op(B)'s columns, the rows of op(B) transposed,
+ *  are the B panel's.
+ */
+void PackPanel(const float* M, int ld, bool trans, int first, int count, int k0, int depth,
+               int lanes, float* panel) {
+  for (int k = 0; k < depth; ++k) {
+    float* dst = panel + k * lanes;
+    for (int x = 0; x < count; ++x) dst[x] = At(M, ld, trans, first + x, k0 + k);
+    for (int x = count; x < lanes; ++x) dst[x] = 0.f;
+  }
+}
+
 /*! \brief C[rows x cols] (at most kRows x kCols) += alpha * the panels' product. */
 void Kernel(int depth, const float* a, const float* b, float alpha, float* C, int ldc, int rows,
             int cols) {
@@ -91,25 +106,15 @@ extern "C" void scipy_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE trans_a,
       const int kc = std::min(kDepthBlock, K - k0);
       // op(B)[k0:k0+kc, j0:j0+nc] as panels [nc / kCols][kc][kCols], zero past N
       for (int jp = 0; jp < nc; jp += kCols) {
-        float* panel = pb.data() + static_cast<size_t>(jp) * kc;
-        const int w = std::min(kCols, nc - jp);
-        for (int k = 0; k < kc; ++k) {
-          float* dst = panel + k * kCols;
-          for (int j = 0; j < w; ++j) dst[j] = At(B, ldb, tb, k0 + k, j0 + jp + j);
-          for (int j = w; j < kCols; ++j) dst[j] = 0.f;
-        }
+        PackPanel(B, ldb, !tb, j0 + jp, std::min(kCols, nc - jp), k0, kc, kCols,
+                  pb.data() + static_cast<size_t>(jp) * kc);
       }
       for (int i0 = 0; i0 < M; i0 += kRowBlock) {
         const int mc = std::min(kRowBlock, M - i0);
         // op(A)[i0:i0+mc, k0:k0+kc] as panels [mc / kRows][kc][kRows], zero past M
         for (int ip = 0; ip < mc; ip += kRows) {
-          float* panel = pa.data() + static_cast<size_t>(ip) * kc;
-          const int h = std::min(kRows, mc - ip);
-          for (int k = 0; k < kc; ++k) {
-            float* dst = panel + k * kRows;
-            for (int r = 0; r < h; ++r) dst[r] = At(A, lda, ta, i0 + ip + r, k0 + k);
-            for (int r = h; r < kRows; ++r) dst[r] = 0.f;
-          }
+          PackPanel(A, lda, ta, i0 + ip, std::min(kRows, mc - ip), k0, kc, kRows,
+                    pa.data() + static_cast<size_t>(ip) * kc);
         }
         for (int ip = 0; ip < mc; ip += kRows) {
           for (int jp = 0; jp < nc; jp += kCols) {
