@@ -9,10 +9,14 @@ module with a PrimFunc that has no thread binding: TVM would compile it as host 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import s_tir, sym, tirx
 from tvm.s_tir import dlight as dl
+from tvm.s_tir.dlight.gpu.matmul import auto_inline_consumer_chain
+from tvm.s_tir.schedule import ScheduleError
 from tvm.target import Target
 
 
@@ -22,25 +26,159 @@ def _block_names(func: tirx.PrimFunc) -> list[str]:
     return names
 
 
-class Convolution(dl.ScheduleRule):
-    """A 1-D convolution or transposed convolution (TOPI's ``conv1d_ncw`` and
-    ``conv1d_transpose_ncw`` blocks), with what was fused around it: a thread per output
-    element, its sum over input channels and taps serial in that thread, producers and
-    epilogue inlined (dlight's Fallback schedule).
+@dataclass(frozen=True)
+class ConvolutionTiles:
+    """How ``Convolution`` tiles a convolution's outputs [batch, channels, positions].
 
-    dlight's Matmul rule takes these as products and tiles them in workgroup memory; for
-    the source stage's strided STFT convolution, the WGSL it makes crashes Chromium's
-    SwiftShader when the pipeline is created ("A valid external Instance reference no
-    longer exists"), and the decoder's are as large.  This is the simple, correct
-    schedule; a tiled one is where the decoder's speed on a real GPU would come from.
+    A work group computes ``channel_threads * channels_per_thread`` channels by
+    ``position_threads * positions_per_thread`` positions; each thread keeps its
+    ``channels_per_thread x positions_per_thread`` sums in registers and, per input channel
+    and tap, loads that many weights and (padded) inputs once: ``channels_per_thread *
+    positions_per_thread`` multiply-adds for ``channels_per_thread + positions_per_thread``
+    loads, where a thread per output makes two loads and a read-modify-write of its sum in
+    memory per multiply-add.
     """
+
+    channels_per_thread: int = 4
+    positions_per_thread: int = 4
+    #: threads of a work group (channel_threads x position_threads)
+    threads: int = 128
+    channel_threads: int = 8
+
+    def for_channels(self, channels: int) -> tuple[int, int, int, int]:
+        """(channel threads, channels per thread, position threads, positions per thread)
+        for a convolution of ``channels`` output channels: fewer channel threads for
+        narrow ones (the F0 and STFT convolutions have 1 and 22), the work group's other
+        threads along positions."""
+        wide = channels >= self.channel_threads * self.channels_per_thread
+        per_thread = self.channels_per_thread if wide else 1
+        threads = 1
+        while threads < self.channel_threads and threads * per_thread < channels:
+            threads *= 2
+        return threads, per_thread, self.threads // threads, self.positions_per_thread
+
+
+class Convolution(dl.ScheduleRule):
+    """A 1-D convolution (TOPI's ``conv1d_ncw`` block: spatial batch, channel, position;
+    reduction input channel, tap), with its padded input and what was fused after it,
+    register-tiled (``ConvolutionTiles``): outputs bound to work groups and threads, the
+    sums in registers, the weights and padded inputs of one input channel and tap loaded
+    into registers, the epilogue applied to the sums as they are stored.
+
+    ``None`` for a function without such a block.  One whose structure the tiling does
+    not take (a consumer that is not elementwise on the convolution's output, a producer
+    of the weights) gets dlight's ``Fallback``: a thread per output.
+
+    dlight's Matmul rule would take these as products and tile them in workgroup memory;
+    for the source stage's strided STFT convolution, the WGSL it makes crashes Chromium's
+    SwiftShader when the pipeline is created ("A valid external Instance reference no
+    longer exists").
+    """
+
+    def __init__(self, tiles: ConvolutionTiles = ConvolutionTiles()):
+        self.tiles = tiles
 
     def apply(self, func: tirx.PrimFunc, target: Target, tunable: bool) -> s_tir.Schedule | None:
         if not isinstance(func, tirx.PrimFunc):
             return None
         if not any(name.startswith("conv1d") for name in _block_names(func)):
             return None
-        return dl.gpu.Fallback().apply(func, target, tunable)
+        try:
+            sch = self._tiled(func)
+        except (ScheduleError, AssertionError, _NotTileable):
+            sch = None
+        if sch is None or not _registers_fit(sch.mod, target):
+            return dl.gpu.Fallback().apply(func, target, tunable)
+        return sch
+
+    def _tiled(self, func: tirx.PrimFunc) -> s_tir.Schedule:
+        sch = s_tir.Schedule(func)
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        convs = [b for b in blocks if sch.get(b).name_hint.startswith("conv1d")]
+        if len(convs) != 1:
+            raise _NotTileable("not one convolution")
+        conv = convs[0]
+        kinds = "".join(
+            "S" if iv.iter_type == tirx.IterVar.DataPar else "R" for iv in sch.get(conv).iter_vars
+        )
+        if kinds != "SSSRR":
+            raise _NotTileable(f"iterators {kinds}")
+        channels = sch.get(conv).iter_vars[1].dom.extent
+        if not isinstance(channels, tirx.IntImm):
+            raise _NotTileable("symbolic channels")
+        weight = sch.get(conv).reads[-1].source
+        producers = sch.get_producers(conv)
+        if len(producers) > 1 or any(sch.get(p).writes[0].source.same_as(weight) for p in producers):
+            raise _NotTileable("computed weights")
+        # the padding (or a fused prologue) is computed per tap into registers; what feeds
+        # it is inlined into it
+        data_producer = producers[0] if producers else None
+        if data_producer is not None:
+            for feeding in sch.get_producers(data_producer):
+                sch.compute_inline(feeding)
+
+        channel_threads, per_channel, position_threads, per_position = self.tiles.for_channels(
+            int(channels)
+        )
+        batch, channel, position, reduce_channel, tap = sch.get_loops(conv)
+        c_block, c_thread, c_inner = sch.split(channel, [None, channel_threads, per_channel])
+        p_block, p_thread, p_inner = sch.split(position, [None, position_threads, per_position])
+        sch.reorder(batch, c_block, p_block, c_thread, p_thread, reduce_channel, tap, c_inner, p_inner)
+        # the batch with the channels' blocks, whose number is static: fused with the
+        # positions' blocks, a symbolic division would bound the padded input's registers,
+        # and WGSL needs them of static size (and has no blockIdx.z)
+        sch.bind(sch.fuse(batch, c_block), "blockIdx.y")
+        sch.bind(p_block, "blockIdx.x")
+        sch.bind(c_thread, "threadIdx.y")
+        sch.bind(p_thread, "threadIdx.x")
+        sums = sch.cache_write(conv, 0, "local")
+        sch.reverse_compute_at(sums, p_thread, preserve_unit_loops=True)
+        auto_inline_consumer_chain(sch, sums)
+        if data_producer is not None:
+            sch.set_scope(data_producer, 0, "local")
+            sch.compute_at(data_producer, tap, preserve_unit_loops=True)
+        else:
+            sch.compute_at(sch.cache_read(conv, 0, "local"), tap, preserve_unit_loops=True)
+        sch.compute_at(sch.cache_read(conv, 1, "local"), tap, preserve_unit_loops=True)
+        sch.decompose_reduction(conv, reduce_channel)
+        sch.unroll(c_inner)
+        sch.unroll(p_inner)
+        return sch
+
+
+def _registers_fit(mod: tvm.IRModule, target: Target) -> bool:
+    """Whether the register arrays of ``mod``'s schedule have the sizes ``target``'s
+    codegen needs, once TVM's lowering has compacted them to the regions a thread uses.
+
+    Where a convolution's length is symbolic, compaction bounds a tile's registers by the
+    whole tensor's length as well (``min(n * 120 + 7, 16)``: the tensor could be shorter
+    than the tile).  WebGPU's codegen allocates such an array at its constant upper
+    bound; CUDA's takes only constant sizes, so there the function gets a thread per
+    output instead.
+    """
+    lowered = tvm.transform.Sequential(
+        [
+            s_tir.transform.LowerCrossThreadReduction(),
+            s_tir.transform.LowerInitBlock(),
+            s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+            s_tir.transform.ConvertBlocksToOpaque(),
+            s_tir.transform.CompactBufferAllocation(),
+        ]
+    )(mod)
+    extents: list[tirx.PrimExpr] = []
+    tvm_ffi.structural_walk(
+        lowered["main"].body,
+        [(s_tir.SBlock, lambda b: extents.extend(
+            e for buf in b.alloc_buffers if buf.scope() == "local" for e in buf.shape))],
+    )  # fmt: skip
+    if target.kind.name == "webgpu":
+        analyzer = sym.Analyzer()
+        return all(analyzer.const_int_bound(e).max_value < 2**16 for e in extents)
+    return all(isinstance(e, tirx.IntImm) for e in extents)
+
+
+class _NotTileable(Exception):
+    """A convolution function whose structure ``Convolution`` does not tile."""
 
 
 #: The schedule rules of a GPU build, first applicable wins (dlight.ApplyDefaultSchedule).
