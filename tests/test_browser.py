@@ -40,7 +40,10 @@ def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
 @pytest.fixture(scope="module")
 def webgpu_build(tmp_path_factory):
     """The small config for --target webgpu, with the CPU build's random weights (seed 0)."""
-    return build_small(tmp_path_factory.mktemp("webgpu"), log=lambda _: None, target="webgpu")
+    # --wire float32: the CPU build's weights to the bit, so that the stages' bounds
+    # measure the kernels (the wire formats: test_browser_wasm.py)
+    return build_small(tmp_path_factory.mktemp("webgpu"), log=lambda _: None, target="webgpu",
+                       wire="float32")
 
 
 def _cpu_trace(build_dir, phonemes):
@@ -72,7 +75,7 @@ def test_webgpu_build_layout(webgpu_build):
     for name, entry in manifest.stages.items():
         assert entry.file == f"{name}.wasm"
         assert (webgpu_build / entry.file).read_bytes()[:4] == b"\0asm"
-        assert all(t.dtype == "float32" for t in entry.weights.tensors)
+        assert all(t.dtype == "float32" and t.wire is None for t in entry.weights.tensors)
         # WGSL has no 64-bit integers: the page passes token ids and lengths as int32
         assert "int64" not in {t.dtype for t in entry.signature.inputs}
     for page_file in ("tvmjs.js", "kokoro.js"):

@@ -8,6 +8,7 @@ Needs chromium, emcc and npm, as tests/test_browser.py (whose helpers it shares)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -17,7 +18,7 @@ import pytest
 from kokoro_ext.run import artifacts
 from kokoro_ext.run.pipeline import synthesize_ids, voice_style
 from kokoro_ext.run.synthesizer import Synthesizer
-from small_build import build_small
+from small_build import build_small, rewire
 # skips as test_browser does; its cpu_trace fixture serves here too
 from test_browser import _cpu_trace, _stage_inputs, cpu_trace, snr_db  # noqa: F401
 
@@ -37,7 +38,11 @@ BOUNDS = {
 @pytest.fixture(scope="module")
 def wasm_build(tmp_path_factory):
     """The small config for --target wasm, with the CPU build's random weights (seed 0)."""
-    return build_small(tmp_path_factory.mktemp("wasm"), log=lambda _: None, target="wasm")
+    # --wire float32: the CPU build's weights to the bit, so that the stages' bounds
+    # measure the kernels (the wire formats: test_wasm_page_decodes_the_wire_formats and
+    # test_wasm_stage_on_wire_weights_near_cpu)
+    return build_small(tmp_path_factory.mktemp("wasm"), log=lambda _: None, target="wasm",
+                       wire="float32")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +61,7 @@ def test_wasm_build_layout(wasm_build):
     for name, entry in manifest.stages.items():
         assert entry.file == f"{name}.wasm"
         assert (wasm_build / entry.file).read_bytes()[:4] == b"\0asm"
-        assert all(t.dtype == "float32" for t in entry.weights.tensors)
+        assert all(t.dtype == "float32" and t.wire is None for t in entry.weights.tensors)
         # wasm32 has 64-bit integers: the CPU build's signature (kokoro.js widens int32)
         assert [t.dtype for t in entry.signature.inputs if t.name == "lengths"] == ["int64"]
     for page_file in ("tvmjs.js", "kokoro.js", "text.js"):
@@ -107,6 +112,94 @@ def test_whole_synthesis_in_wasm(browser, build_dir):
     np.testing.assert_array_equal(got.durations, trace.durations)
     assert got.audio.shape == trace.audio.shape
     assert snr_db(trace.audio, got.audio) >= 40
+
+
+@pytest.fixture(scope="module")
+def wired(wasm_build, tmp_path_factory):
+    """The wasm build with its weights in each wire format, as ``build --wire`` writes
+    them (small_build.rewire)."""
+    root = tmp_path_factory.mktemp("wire")
+    return {wire: rewire(wasm_build, root / wire, wire) for wire in ("int8", "float16")}
+
+
+# kokoro.js's decodeWeights on every stage's weights file: the SHA-256 of each array, and
+# the error of a wire format it does not know
+_DECODE = """async (base) => {
+  const { decodeWeights } = await import(base + "kokoro.js");
+  const manifest = await (await fetch(base + "manifest.json")).json();
+  const hex = (digest) => Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+  const digests = {};
+  for (const [name, entry] of Object.entries(manifest.stages)) {
+    const buffer = await (await fetch(base + entry.weights.file)).arrayBuffer();
+    const arrays = decodeWeights(buffer, entry.weights.tensors, entry.weights.file);
+    digests[name] = [];
+    for (const array of arrays) digests[name].push(hex(await crypto.subtle.digest("SHA-256", array)));
+  }
+  let refused = null;
+  try {
+    decodeWeights(new ArrayBuffer(64), [[[2, 2], "float32", 0, { dtype: "int4" }]], "x.weights");
+  } catch (error) {
+    refused = error.message;
+  }
+  return { digests, refused };
+}"""
+
+
+@pytest.mark.parametrize("wire", ["int8", "float16"])
+def test_wasm_page_decodes_the_wire_formats(browser, wired, wire):
+    """In Chromium, kokoro.js widens every stage's weights to the float32 arrays of the
+    Python decoder (kokoro_ext.run.wire) to the bit, and refuses a wire format it does
+    not know."""
+    from kokoro_ext.run.weights import load_weights
+    from kokoro_ext.tools.browser import StaticServer
+
+    directory = wired[wire]
+    manifest = artifacts.read_manifest(directory)
+    tensors = [t for e in manifest.stages.values() for t in e.weights.tensors]
+    assert {t.wire.dtype for t in tensors if t.wire} == {wire}
+    assert any(t.wire is None for t in tensors)  # the small ones stay float32
+    server = StaticServer(directory)
+    try:
+        page = browser._new_page(browser._browser)
+        page.goto(server.url + artifacts.MANIFEST)  # the build's origin: a secure context
+        got = page.evaluate(_DECODE, server.url)
+    finally:
+        server.close()
+    for name, entry in manifest.stages.items():
+        arrays = load_weights(directory / entry.weights.file, entry.weights.tensors)
+        want = [hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest() for a in arrays]
+        assert got["digests"][name] == want, name
+    refused = 'x.weights: tensor 0 is stored as {"dtype":"int4"}, a wire format this page'
+    assert got["refused"].startswith(refused), got["refused"]
+
+
+# wire: stage: output: bound on max |browser - cpu| / max |cpu| against the CPU build's
+# float32 weights: the random weights are not on a float16 or int8 grid (measured in
+# Chromium, float16: text 5.5e-4, prosody 1.1e-3; int8: text 0.015, prosody 0.026; the
+# CPU build with its own weights through the same rounding: prosody 1.8e-3, 0.08)
+WIRE_BOUNDS = {
+    "float16": {"text": {"d": 5e-3, "duration": 5e-3, "t_en": 5e-3},
+                "prosody": {"F0": 2e-2, "N": 2e-2}},
+    "int8": {"text": {"d": 0.1, "duration": 0.1, "t_en": 0.1},
+             "prosody": {"F0": 0.25, "N": 0.25}},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("wire", ["float16", "int8"])
+@pytest.mark.parametrize("stage", ["text", "prosody"])
+def test_wasm_stage_on_wire_weights_near_cpu(browser, wired, cpu_trace, stage, wire):
+    """The page loads and runs a build of weights on the wire (float16: the default): the
+    stage's outputs near the CPU build's of the float32 weights."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = cpu_trace
+    with browser.tab(wired[wire]) as tab:
+        manifest = artifacts.read_manifest(tab.directory)
+        got = browser_stages(tab, manifest)(stage)(**_stage_inputs(trace, synth, stage))
+    for name, reference in trace.stages[stage].items():
+        assert np.isfinite(got[name]).all(), name
+        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
+        assert error <= WIRE_BOUNDS[wire][stage][name], (name, error)
 
 
 @pytest.mark.parametrize("webgpu", [False, True], ids=["without-webgpu", "with-webgpu"])

@@ -25,6 +25,7 @@ from kokoro_ext.build.frontend import LSTM_BACKENDS
 from kokoro_ext.build.gpu_target import GPU_TARGETS
 from kokoro_ext.build.precision import PRECISIONS, WEIGHT_DTYPES
 from kokoro_ext.run.cache import DEFAULT_VOICE
+from kokoro_ext.run.wire import FORMATS
 
 
 def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
@@ -95,6 +96,14 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
         "kernels read them: auto (default) those on an int8 grid, lossless (all of the int8 "
         "checkpoint's quantized weights, none of a float32 one); int8 every convolution and "
         "linear weight (lossy off a grid); float32 none",
+    )
+    parser.add_argument(
+        "--wire",
+        choices=FORMATS,
+        default="float16",
+        help="a browser build's large float32 weights on the wire, widened to float32 by "
+        "the page: float16 (default), int8 with a float32 scale per row (4x smaller, "
+        "0.03 more word errors: docs/browser.md), or float32",
     )
     parser.add_argument(
         "--precision",

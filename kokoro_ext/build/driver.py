@@ -49,7 +49,7 @@ from kokoro_ext.build.precision import (
     products,
 )
 from kokoro_ext.build.frontend import LstmBackend
-from kokoro_ext.build.gpu_target import gpu_target
+from kokoro_ext.build.gpu_target import WASM, WEBGPU, GpuTarget, gpu_target
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice, resolve_voice
 from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES, Geometry
 from kokoro_ext.build.target import (
@@ -65,6 +65,7 @@ from kokoro_ext.run.manifest import Limits, Manifest, Source, StageEntry, Tensor
 from kokoro_ext.run.runner import load_library
 from kokoro_ext.run.voices import is_voice_name
 from kokoro_ext.run.weights import write_weights
+from kokoro_ext.run.wire import WireFormat, write_wire_weights
 
 DEFAULT_OUT = Path("artifacts")
 Log = Callable[[str], None]
@@ -87,6 +88,7 @@ class BuildOptions:
     dense: Literal["native", "tvm"] = "native"
     weight_dtype: WeightDtype = "auto"  # which weights are stored as int8 (build.precision)
     precision: Precision = "auto"  # what layers on int8 weights multiply in (build.precision)
+    wire: WireFormat = "float16"  # a browser build's large weights on the wire (run.wire)
 
 
 def resolve_weights(options: BuildOptions) -> Path | None:
@@ -221,6 +223,7 @@ def rebuild_weights(options: BuildOptions, log: Log = print) -> Path:
             shutil.copyfile(out / artifacts.LOG, staging / artifacts.LOG)
         with _kept_log(staging / artifacts.LOG, _failed_log(out)), _quiet(staging / artifacts.LOG):
             model = build_model(config, weights=weights, seed=options.seed)
+            wire = _wire(options, gpu_target(dict(manifest.target)))
             stages = {}
             for name, entry in manifest.stages.items():
                 arrays = _checkpoint_parameters(name, entry, model, out)
@@ -235,7 +238,7 @@ def rebuild_weights(options: BuildOptions, log: Log = print) -> Path:
                         "scratch instead"
                     )
                 stages[name] = dataclasses.replace(
-                    entry, weights=_write_stage_weights(staging, name, transformed)
+                    entry, weights=_write_stage_weights(staging, name, transformed, wire)
                 )
         manifest = dataclasses.replace(
             manifest, weights=_source(weights, options.seed), stages=stages
@@ -284,9 +287,21 @@ def _parameter(name: str, array: np.ndarray) -> TensorSpec:
     return TensorSpec(name, str(array.dtype), tuple(int(d) for d in array.shape))
 
 
-def _write_stage_weights(directory: Path, stage: str, arrays: list) -> WeightsFile:
+def _wire(options: BuildOptions, gpu: GpuTarget | None) -> WireFormat | None:
+    """The wire format of a build's weights: ``options.wire`` for a browser, None (the
+    arrays as they are) for a CPU or CUDA."""
+    return options.wire if gpu in (WEBGPU, WASM) else None
+
+
+def _write_stage_weights(
+    directory: Path, stage: str, arrays: list, wire: WireFormat | None
+) -> WeightsFile:
     file = artifacts.weights_file(stage)
-    entries = write_weights(directory / file, arrays)
+    path = directory / file
+    if wire is None:
+        entries = write_weights(path, arrays)
+    else:
+        entries = write_wire_weights(path, arrays, wire)
     return WeightsFile(
         file=file,
         sha256=artifacts.sha256(directory / file),
@@ -375,7 +390,7 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
     return name, StageEntry(
         file=file,
         sha256=artifacts.sha256(path),
-        weights=_write_stage_weights(staging, name, weights),
+        weights=_write_stage_weights(staging, name, weights, _wire(options, gpu)),
         parameters=tuple(TensorSpec(p.name, p.dtype, p.shape) for p in compiled.parameters),
         signature=compiled.signature,
         ir_lines=compiled.ir_lines,

@@ -328,7 +328,7 @@ def _weight_entry(value: Any, path: str) -> WeightEntry:
     try:
         return WeightEntry.from_json(value)
     except (TypeError, ValueError):
-        raise _wrong(path, value, "[shape, dtype, offset]") from None
+        raise _wrong(path, value, "[shape, dtype, offset] or [shape, dtype, offset, wire]") from None
 
 
 def _geometry(value: Any, path: str) -> Geometry:

@@ -8,14 +8,17 @@ machine without a GPU, Chromium's SwiftShader runs it, which is for correctness,
 speed), opens the page and loads the build with its own module (``kokoro.js``).
 ``run_stage`` runs one stage on numpy arrays and returns its outputs.  ``load=False``: the
 server and the browser only, no page (a bench opens its own with ``open_page``).
+``tab(other)``: another build in a new tab of the same Chromium.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import copy
 import shutil
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 
 import numpy as np
@@ -99,13 +102,35 @@ class Browser:
             if not self.load:
                 return self
             self.page = self._new_page(self._browser)
-            self.page.goto(self.server.url + "manifest.json")  # same origin as the build
-            self.page.add_script_tag(url=self.server.url + "tvmjs.js")
-            self.adapter = self.page.evaluate(_SETUP, self.server.url)
+            self.adapter = self._load_build(self.page, self.server)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _load_build(self, page, server: StaticServer) -> str:
+        """Load ``server``'s build in ``page``; the adapter's description."""
+        page.goto(server.url + "manifest.json")  # same origin as the build
+        page.add_script_tag(url=server.url + "tvmjs.js")
+        return page.evaluate(_SETUP, server.url)
+
+    @contextlib.contextmanager
+    def tab(self, directory: Path) -> Iterator[Browser]:
+        """``directory``'s build loaded in a new tab of this Chromium, as a Browser whose
+        ``run_stage`` runs there (a second Browser cannot start beside this one: one
+        Playwright a thread)."""
+        view = copy.copy(self)
+        view.directory = Path(directory)
+        view.server = StaticServer(view.directory)
+        page = None
+        try:
+            view.page = page = self._new_page(self._browser)
+            view.adapter = self._load_build(page, view.server)
+            yield view
+        finally:
+            if page is not None:
+                page.close()
+            view.server.close()
 
     def _new_page(self, browser):
         page = browser.new_page()

@@ -12,12 +12,61 @@
 //
 // A tensor is {data: Float32Array | Int32Array, shape: number[]}.  Each stage is its own
 // WebAssembly module (its host code and TVM's web runtime) with its own tvmjs instance;
-// all of them share one GPUDevice.  A stage's weights are fetched once, uploaded to the
-// GPU once, and passed to its `main` after the inputs, in the order the manifest lists.
+// all of them share one GPUDevice.  A stage's weights are fetched once (the large ones
+// as float16: decodeWeights widens them), uploaded to the GPU once, and passed to its
+// `main` after the inputs, in the order the manifest lists.
 // A wasm build's stages run on tvm.cpu(), in the stage's WebAssembly memory; its token
 // ids and lengths are int64, and an Int32Array given for them is widened.
 
 const DTYPES = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array };
+
+/** float32 of each float16 bit pattern (all exact). */
+let HALF;
+function halfTable() {
+  if (HALF) return HALF;
+  HALF = new Float32Array(65536);
+  for (let h = 0; h < 65536; h++) {
+    const sign = h & 0x8000 ? -1 : 1, exp = (h >> 10) & 31, frac = h & 1023;
+    HALF[h] = sign * (exp === 0 ? frac * 2 ** -24
+      : exp === 31 ? (frac ? NaN : Infinity) : (1 + frac / 1024) * 2 ** (exp - 15));
+  }
+  return HALF;
+}
+
+/** The arrays of a stage's weights file (`buffer`, an ArrayBuffer) as typed arrays of
+ * their manifest entries' dtypes, those on a wire format widened to float32 as
+ * kokoro_ext.run.wire decodes them: float16 exactly, int8 as the float32 product of the
+ * code and its row's scale (exact in a double, then rounded once to float32). */
+export function decodeWeights(buffer, tensors, file = "weights") {
+  return tensors.map((tensor, i) => decodeWeight(buffer, tensor, i, file));
+}
+
+/** Tensor `i` of decodeWeights. */
+function decodeWeight(buffer, [shape, dtype, offset, wire], i, file) {
+  const Type = DTYPES[dtype];
+  if (Type === undefined) throw new Error(`${file}: dtype ${dtype} is not supported`);
+  const count = shape.reduce((a, b) => a * b, 1);
+  if (wire === undefined) return new Type(buffer, offset, count);
+  if (dtype !== "float32") throw new Error(`${file}: tensor ${i} of ${dtype} on a wire format`);
+  const out = new Float32Array(count);
+  if (wire.dtype === "float16") {
+    const half = halfTable(), bits = new Uint16Array(buffer, offset, count);
+    for (let k = 0; k < count; k++) out[k] = half[bits[k]];
+  } else if (wire.dtype === "int8" && Number.isInteger(wire.scales)) {
+    const codes = new Int8Array(buffer, offset, count);
+    const scales = new Float32Array(buffer, wire.scales, shape[0]);
+    const row = count / shape[0];
+    for (let r = 0, k = 0; r < shape[0]; r++) {
+      const scale = scales[r];
+      for (let end = k + row; k < end; k++) out[k] = codes[k] * scale;
+    }
+  } else {
+    throw new Error(`${file}: tensor ${i} is stored as ${JSON.stringify(wire)}, a wire ` +
+      "format this page does not decode (float16, int8 with scales): the build is newer " +
+      "than this kokoro.js; serve the kokoro.js the build wrote");
+  }
+  return out;
+}
 
 /** "webgpu", "wasm" (llvm for wasm32: the CPU in the browser) or undefined. */
 function deviceOf(manifest) {
@@ -180,12 +229,10 @@ export class Build {
     try {
       const vm = tvm.detachFromCurrentScope(createVirtualMachine(tvm, device));
       const main = tvm.detachFromCurrentScope(vm.getFunction("main"));
-      const arrays = entry.weights.tensors.map(([shape, dtype, offset]) => {
-        const Type = DTYPES[dtype];
-        if (Type === undefined) throw new Error(`${entry.weights.file}: dtype ${dtype} is not supported`);
-        const count = shape.reduce((a, b) => a * b, 1);
-        const tensor = tvm.detachFromCurrentScope(tvm.empty(shape, dtype, device));
-        return tensor.copyFrom(new Type(weights, offset, count));
+      // one tensor widened at a time: a float32 copy of the whole file never exists
+      const arrays = entry.weights.tensors.map((spec, i) => {
+        const tensor = tvm.detachFromCurrentScope(tvm.empty(spec[0], spec[1], device));
+        return tensor.copyFrom(decodeWeight(weights, spec, i, entry.weights.file));
       });
       await device.sync();
       return new Stage(tvm, device, vm, main, arrays, entry);

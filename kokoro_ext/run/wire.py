@@ -1,0 +1,140 @@
+"""The browser builds' weights on the wire: large float32 arrays stored narrower, widened
+to float32 by the page at load (kokoro_ext/web/static/kokoro.js, ``decodeWeights``).
+
+``float16`` (what ``build --wire`` defaults to): the array rounded to float16, decoded
+exactly.  ``int8``: each row (first axis) as ``round(x / scale)`` in [-127, 127],
+``scale = max |row| / 127`` stored as float32 after the codes; decoded as the float32
+product ``q * scale`` (exact in JavaScript too: an 8-bit integer times a 24-bit mantissa
+fits a double, which rounds to the same float32).  It costs 0.03 word errors on the real
+model, whose packed layouts' rows are not output channels (docs/browser.md).  An array
+of fewer than ``MIN_ELEMENTS`` elements, or of one dimension (biases, norms), stays
+float32: 0.7 MB of the real model's 383 MB, and the arrays a fixed error moves most.
+CPU and CUDA builds store their arrays as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from kokoro_ext.run.weights import ALIGN, WeightEntry, Wire
+
+WireFormat = Literal["float32", "float16", "int8"]
+FORMATS: tuple[str, ...] = ("float32", "float16", "int8")
+
+#: arrays below this many elements stay float32 (biases, norms, small projections)
+MIN_ELEMENTS = 4096
+
+
+def wire_of(array: np.ndarray, fmt: WireFormat) -> str | None:
+    """The wire dtype ``array`` is stored as in format ``fmt``; None: as it is."""
+    if fmt == "float32" or array.dtype != np.float32:
+        return None
+    if array.ndim < 2 or array.size < MIN_ELEMENTS:
+        return None
+    return fmt
+
+
+def quantize_int8(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 codes, float32 scale per row) of a float32 array, symmetric per first axis."""
+    rows = np.asarray(array, np.float32).reshape(array.shape[0], -1)
+    scales = (np.max(np.abs(rows), axis=1) / np.float32(127)).astype(np.float32)
+    safe = np.where(scales > 0, scales, np.float32(1))  # an all-zero row: codes 0
+    codes = np.clip(np.rint(rows / safe[:, None]), -127, 127).astype(np.int8)
+    return codes.reshape(array.shape), scales
+
+
+def dequantize_int8(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The float32 array of int8 ``codes`` and their row ``scales``: q * scale in float32."""
+    rows = codes.reshape(codes.shape[0], -1).astype(np.float32)
+    return (rows * scales.astype(np.float32)[:, None]).reshape(codes.shape)
+
+
+def round_trip(array: np.ndarray, fmt: WireFormat) -> np.ndarray:
+    """``array`` as the page gets it after the wire format ``fmt``."""
+    match wire_of(array, fmt):
+        case None:
+            return array
+        case "float16":
+            return array.astype(np.float16).astype(np.float32)
+        case _:
+            return dequantize_int8(*quantize_int8(array))
+
+
+def write_wire_weights(
+    path: str | Path, arrays: Sequence[np.ndarray], fmt: WireFormat
+) -> list[WeightEntry]:
+    """Write ``arrays`` to ``path`` in wire format ``fmt``, each part at an ``ALIGN``-byte
+    offset; their entries (what the library takes, and what is on the wire)."""
+    entries = []
+    offset = 0
+    with open(path, "wb") as f:
+
+        def put(part: np.ndarray) -> int:
+            nonlocal offset
+            pad = -offset % ALIGN
+            f.write(b"\0" * pad)
+            start = offset + pad
+            f.write(np.ascontiguousarray(part).data)
+            offset = start + part.nbytes
+            return start
+
+        for array in arrays:
+            array = np.ascontiguousarray(array)
+            shape, dtype = tuple(array.shape), str(array.dtype)
+            match wire_of(array, fmt):
+                case None:
+                    entries.append(WeightEntry(shape, dtype, put(array)))
+                case "float16":
+                    at = put(array.astype(np.float16))
+                    entries.append(WeightEntry(shape, dtype, at, Wire("float16")))
+                case _:
+                    codes, scales = quantize_int8(array)
+                    at = put(codes)
+                    entries.append(WeightEntry(shape, dtype, at, Wire("int8", put(scales))))
+    return entries
+
+
+def stored_end(entry: WeightEntry) -> int:
+    """The byte after the last one ``entry`` occupies in its file."""
+    count = int(np.prod(entry.shape, dtype=np.int64))
+    match entry.wire:
+        case None:
+            return entry.offset + entry.nbytes
+        case Wire("float16"):
+            return entry.offset + 2 * count
+        case Wire("int8", scales) if scales is not None:
+            return max(entry.offset + count, scales + 4 * entry.shape[0])
+    raise ValueError(f"a weight stored as {entry.wire}: not a wire format of {FORMATS}")
+
+
+def decode(data: np.ndarray, entry: WeightEntry) -> np.ndarray:
+    """The float32 array of ``entry`` from the bytes ``data`` of its file (the reference
+    of the page's decoder)."""
+    count = int(np.prod(entry.shape, dtype=np.int64))
+    match entry.wire:
+        case Wire("float16"):
+            half = data[entry.offset : entry.offset + 2 * count].view(np.float16)
+            return half.astype(np.float32).reshape(entry.shape)
+        case Wire("int8", scales) if scales is not None:
+            codes = data[entry.offset : entry.offset + count].view(np.int8).reshape(entry.shape)
+            rows = data[scales : scales + 4 * entry.shape[0]].view(np.float32)
+            return dequantize_int8(codes, rows)
+    raise ValueError(f"a weight stored as {entry.wire}: not a wire format of {FORMATS}")
+
+
+__all__ = [
+    "FORMATS",
+    "MIN_ELEMENTS",
+    "WireFormat",
+    "decode",
+    "dequantize_int8",
+    "quantize_int8",
+    "round_trip",
+    "stored_end",
+    "wire_of",
+    "write_wire_weights",
+]
