@@ -14,6 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
+from kokoro_ext.build.driver import BuildOptions, rebuild_weights
 from kokoro_ext.run import artifacts
 from kokoro_ext.run.pipeline import synthesize_ids, voice_style
 from kokoro_ext.run.synthesizer import Synthesizer
@@ -85,6 +86,13 @@ def test_webgpu_build_layout(webgpu_build):
 def test_python_refuses_a_webgpu_build(webgpu_build):
     with pytest.raises(ValueError, match="compiled for webgpu, not for a CPU: .* browser"):
         Synthesizer(webgpu_build)
+
+
+def test_weights_only_refuses_a_webgpu_build(webgpu_build):
+    # its weight transform ran at build time on this machine: the stages ship none
+    options = BuildOptions(out=webgpu_build, weights_only=True, random_weights=True)
+    with pytest.raises(ValueError, match="a webgpu build ships none .* build from scratch"):
+        rebuild_weights(options)
 
 
 # stage: (output, bound on max |browser - cpu| / max |cpu|); float32 kernels of another

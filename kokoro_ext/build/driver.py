@@ -208,6 +208,13 @@ def rebuild_weights(options: BuildOptions, log: Log = print) -> Path:
     """
     out = options.out.resolve()
     manifest = artifacts.read_manifest(out)
+    gpu = gpu_target(dict(manifest.target))
+    if gpu is not None:
+        raise ValueError(
+            f"--weights-only runs the weight transform of the stage libraries in {out}; "
+            f"a {gpu.name} build ships none (its transform ran on the build machine at "
+            "build time): build from scratch with the new --weights"
+        )
     if is_cross(dict(manifest.target)):
         raise ValueError(
             f"--weights-only runs the weight transform of the stage libraries in {out}, "
