@@ -34,6 +34,16 @@ def test_serves_the_folder_cross_origin_isolated(page_dir):
         server.close()
 
 
+def test_the_root_of_a_site_is_its_page(page_dir):
+    server = StaticServer(page_dir, index="index.html?builds=./")
+    try:
+        with urllib.request.urlopen(server.url) as response:  # follows the redirect
+            assert response.url == server.url + "index.html?builds=./"
+            assert response.read() == b"<!doctype html>"
+    finally:
+        server.close()
+
+
 def test_check_build_accepts_a_browser_build(page_dir):
     assert check_build(page_dir) == "index.html"
 

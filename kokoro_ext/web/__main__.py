@@ -53,11 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     try:
         page = check_build(options.artifacts)
-        server = StaticServer(options.artifacts, options.host, options.port)
+        server = StaticServer(options.artifacts, options.host, options.port, index=page)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"Kokoro's page: {server.url}{page} (Ctrl-C stops)", flush=True)
+    print(f"Kokoro's page: {server.url} ({server.url}{page}; Ctrl-C stops)", flush=True)
     try:
         while True:
             time.sleep(3600)

@@ -33,13 +33,27 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base's name
         pass
 
+    def do_GET(self) -> None:  # noqa: N802 - the base's name
+        # a site's root is its page (a folder listing otherwise)
+        if self.path == "/" and self.server.index is not None:
+            self.send_response(302)
+            self.send_header("Location", "/" + self.server.index)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        super().do_GET()
+
 
 class StaticServer:
-    """``directory`` over HTTP on ``host``:``port`` (0: an ephemeral one), in a thread."""
+    """``directory`` over HTTP on ``host``:``port`` (0: an ephemeral one), in a thread;
+    ``/`` redirects to ``index`` (a path in ``directory``) where one is given."""
 
-    def __init__(self, directory: Path, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self, directory: Path, host: str = "127.0.0.1", port: int = 0, index: str | None = None
+    ):
         handler = functools.partial(_Handler, directory=str(directory))
         self.httpd = http.server.ThreadingHTTPServer((host, port), handler)
+        self.httpd.index = index
         self.url = f"http://{host}:{self.httpd.server_address[1]}/"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
