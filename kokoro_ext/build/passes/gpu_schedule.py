@@ -2,8 +2,8 @@
 that none of the stage's PrimFuncs was left without one.
 
 ``GPU_RULES``: ours first where dlight's rules do not serve Kokoro's functions
-(``Convolution``), then dlight's GPU rules in the order of TVM's CUDA pipeline.  ``check_scheduled`` refuses a
-module with a PrimFunc that has no thread binding: TVM would compile it as host code
+(``Convolution``), then dlight's GPU rules in the order of TVM's CUDA pipeline.
+``check_scheduled`` refuses a module with a PrimFunc that has no thread binding: TVM would compile it as host code
 (silently, a serial loop nest on the CPU side of a GPU build) or fail deep in codegen.
 """
 
@@ -67,7 +67,8 @@ class Convolution(dl.ScheduleRule):
 
     ``None`` for a function without such a block.  One whose structure the tiling does
     not take (a consumer that is not elementwise on the convolution's output, a producer
-    of the weights) gets dlight's ``Fallback``: a thread per output.
+    of the weights), or whose registers the target's codegen cannot size
+    (``_registers_fit``), gets dlight's ``Fallback``: a thread per output.
 
     dlight's Matmul rule would take these as products and tile them in workgroup memory;
     for the source stage's strided STFT convolution, the WGSL it makes crashes Chromium's
