@@ -3,8 +3,9 @@ that none of the stage's PrimFuncs was left without one.
 
 ``GPU_RULES``: ours first where dlight's rules do not serve Kokoro's functions
 (``Convolution``), then dlight's GPU rules in the order of TVM's CUDA pipeline.
-``check_scheduled`` refuses a module with a PrimFunc that has no thread binding: TVM would compile it as host code
-(silently, a serial loop nest on the CPU side of a GPU build) or fail deep in codegen.
+``check_scheduled`` refuses a module with a PrimFunc that has no thread binding: TVM
+would compile it as host code (silently, a serial loop nest on the CPU side of a GPU
+build) or fail deep in codegen.
 """
 
 from __future__ import annotations
