@@ -230,7 +230,6 @@ def rebuild_weights(options: BuildOptions, log: Log = print) -> Path:
             shutil.copyfile(out / artifacts.LOG, staging / artifacts.LOG)
         with _kept_log(staging / artifacts.LOG, _failed_log(out)), _quiet(staging / artifacts.LOG):
             model = build_model(config, weights=weights, seed=options.seed)
-            wire = _wire(options, gpu_target(dict(manifest.target)))
             stages = {}
             for name, entry in manifest.stages.items():
                 arrays = _checkpoint_parameters(name, entry, model, out)
@@ -244,8 +243,9 @@ def rebuild_weights(options: BuildOptions, log: Log = print) -> Path:
                         f"than {artifacts.MANIFEST} records for {name}; build it from "
                         "scratch instead"
                     )
+                # a CPU build's arrays as they are (GPU and browser builds are refused above)
                 stages[name] = dataclasses.replace(
-                    entry, weights=_write_stage_weights(staging, name, transformed, wire)
+                    entry, weights=_write_stage_weights(staging, name, transformed, None)
                 )
         manifest = dataclasses.replace(
             manifest, weights=_source(weights, options.seed), stages=stages

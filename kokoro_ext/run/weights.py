@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 from pathlib import Path
 
 import numpy as np
@@ -76,19 +77,31 @@ class WeightEntry:
         )  # fmt: skip
 
 
+class AlignedParts:
+    """An open file written part by part, each part at an ``ALIGN``-byte offset."""
+
+    def __init__(self, file: BinaryIO):
+        self.file = file
+        self.offset = 0
+
+    def put(self, part: np.ndarray) -> int:
+        """Write ``part`` (C-contiguous) at the next aligned offset; that offset."""
+        pad = -self.offset % ALIGN
+        self.file.write(b"\0" * pad)
+        start = self.offset + pad
+        self.file.write(part.data)  # the buffer itself: no copy of a 100 MB array
+        self.offset = start + part.nbytes
+        return start
+
+
 def write_weights(path: str | Path, arrays: Sequence[np.ndarray]) -> list[WeightEntry]:
     """Write ``arrays`` to ``path``, each at an ``ALIGN``-byte offset; their entries."""
     entries = []
-    offset = 0
     with open(path, "wb") as f:
+        parts = AlignedParts(f)
         for array in arrays:
             array = np.ascontiguousarray(array)
-            pad = -offset % ALIGN
-            f.write(b"\0" * pad)
-            offset += pad
-            entries.append(WeightEntry(tuple(array.shape), str(array.dtype), offset))
-            f.write(array.data)  # the buffer itself: no copy of a 100 MB array
-            offset += array.nbytes
+            entries.append(WeightEntry(tuple(array.shape), str(array.dtype), parts.put(array)))
     return entries
 
 
@@ -121,6 +134,7 @@ def entries_from_json(values: Sequence) -> list[WeightEntry]:
 
 __all__ = [
     "ALIGN",
+    "AlignedParts",
     "WeightEntry",
     "Wire",
     "entries_from_json",

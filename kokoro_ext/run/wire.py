@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from kokoro_ext.run.weights import ALIGN, WeightEntry, Wire
+from kokoro_ext.run.weights import AlignedParts, WeightEntry, Wire
 
 WireFormat = Literal["float32", "float16", "int8"]
 FORMATS: tuple[str, ...] = ("float32", "float16", "int8")
@@ -70,18 +70,8 @@ def write_wire_weights(
     """Write ``arrays`` to ``path`` in wire format ``fmt``, each part at an ``ALIGN``-byte
     offset; their entries (what the library takes, and what is on the wire)."""
     entries = []
-    offset = 0
     with open(path, "wb") as f:
-
-        def put(part: np.ndarray) -> int:
-            nonlocal offset
-            pad = -offset % ALIGN
-            f.write(b"\0" * pad)
-            start = offset + pad
-            f.write(np.ascontiguousarray(part).data)
-            offset = start + part.nbytes
-            return start
-
+        put = AlignedParts(f).put
         for array in arrays:
             array = np.ascontiguousarray(array)
             shape, dtype = tuple(array.shape), str(array.dtype)
