@@ -43,7 +43,7 @@ def _chunker(lang: str, timing: bool = False):
     except ImportError:  # the front end before kokoro_ext.text.pipeline
         from kokoro_ext.run.timestamps import chunk_words, originals_of
         from kokoro_ext.text.chunking import pack_evenly
-        from kokoro_ext.text.frontend import FrontEnd
+        from kokoro_ext.text.pipeline import FrontEnd
 
         front = FrontEnd(lang)
 

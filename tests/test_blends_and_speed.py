@@ -51,9 +51,9 @@ def test_a_blend_speaks_as_its_weighted_mean_pack(synth, voices):
 
 
 def test_a_blend_reads_the_text_in_its_voices_language(synth, voices):
-    assert synth._g2p("af_one+af_two").code == "a"
-    assert synth._g2p("bf_three(3)+bf_x").code == "b"
-    assert synth._g2p(NamedVoice(voices[0], "ef_x", "e")).code == "e"
+    assert synth._pipeline("af_one+af_two").code == "a"
+    assert synth._pipeline("bf_three(3)+bf_x").code == "b"
+    assert synth._pipeline(NamedVoice(voices[0], "ef_x", "e")).code == "e"
     assert synth._g2p(NamedVoice(voices[0], "xx_custom", None)).code == "a"  # the default
 
 

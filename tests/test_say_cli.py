@@ -30,7 +30,7 @@ from kokoro_ext.run.encode import SUFFIXES, WAV_STREAM_FRAMES
 from kokoro_ext.run.say import main as say_main
 from kokoro_ext.run.synthesizer import Synthesizer
 from kokoro_ext.run.wav import SAMPLE_RATE, pcm16
-from kokoro_ext.text.frontend import FrontEnd
+from kokoro_ext.text.pipeline import FrontEnd
 
 TEXT = "Hi there."
 # a frame of MPEG-2 layer III at 24 kHz is 576 samples, of AAC 1024: the encoders' delay

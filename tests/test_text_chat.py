@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from kokoro_ext.text.frontend import FrontEnd
+from kokoro_ext.text.pipeline import FrontEnd
 from kokoro_ext.text.markup import Inline, Phonemes, Text, parse
 from kokoro_ext.text.normalize import normalize, strip_terminal, unconfuse
 

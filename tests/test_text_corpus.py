@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import text_corpus
-from kokoro_ext.text.frontend import FrontEnd
+from kokoro_ext.text.pipeline import FrontEnd
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def test_alignment_is_spacys():
 def test_a_fresh_process_imports_neither_spacy_nor_torch():
     code = (
         "import sys, time, json; t = time.perf_counter()\n"
-        "from kokoro_ext.text.frontend import FrontEnd\n"
+        "from kokoro_ext.text.pipeline import FrontEnd\n"
         "p = FrontEnd('a').phonemize('Hello world.')\n"
         "print(json.dumps([p, time.perf_counter() - t, 'spacy' in sys.modules, "
         "'torch' in sys.modules, 'phonemizer' in sys.modules, 'num2words' in sys.modules]))"

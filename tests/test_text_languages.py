@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from kokoro_ext.text.frontend import FrontEnd
+from kokoro_ext.text.pipeline import FrontEnd
 
 # (language, text, phonemes): the phonemes are what kokoro 0.9.4's KPipeline(model=False)
 # gives for the text (checked again below where KPipeline runs offline)

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from kokoro_ext.text.frontend import FrontEnd
+from kokoro_ext.text.pipeline import FrontEnd
 from kokoro_ext.text.markup import Inline, Pause, Phonemes, SayAs, Text, is_ssml, parse
 
 

@@ -9,7 +9,7 @@ from functools import partial
 import pytest
 
 from kokoro_ext.text import clean, normalize, pipeline
-from kokoro_ext.text.frontend import FrontEnd
+from kokoro_ext.text.frontend import G2P
 from kokoro_ext.text.markup import Pause, Phonemes, SayAs, Text
 from kokoro_ext.text.pipeline import (
     Marked, Source, TextPipeline, on_text, parse_markup, read_say_as, terminal_escapes,
@@ -43,6 +43,34 @@ def test_the_passes_in_order():
                                     "sentence_ends", *tail]
     assert pipeline.passes("j") == pipeline.passes("z") == [
         *common, "unconfuse", "drop_symbols", "sentence_ends", *tail]
+
+
+@pytest.mark.parametrize("code", ["a", "h", "j"])
+def test_the_text_passes_run_as_listed(code, monkeypatch):
+    listed = pipeline.text_passes(code)
+    ran = []
+
+    def recorded(text_pass):
+        def run(doc):
+            ran.append(text_pass)
+            return text_pass(doc)
+
+        return run
+
+    monkeypatch.setattr(pipeline, "text_passes", lambda c: tuple(map(recorded, listed)))
+    pipeline.marked(code, "Pay $3 to Hello there. <b>Bye</b>")
+    assert ran == list(listed)  # each pass once, in the listed order, none merged
+
+
+def test_one_front_door():
+    front = TextPipeline("a")
+    assert pipeline.FrontEnd is TextPipeline and isinstance(front.g2p, G2P)
+    text = "Hello there. It costs $3."
+    chunks = front.run(text).chunks
+    joined = " ".join(c.piece.phonemes.strip() for c in chunks)
+    # the passes up to G2P, and all of them, say the same
+    assert "".join(front.phonemize(text).split()) == "".join(joined.split())
+    assert [p.text for p in front.sentences(text)] == ["Hello there.", "It costs three dollars."]
 
 
 @pytest.mark.parametrize(
@@ -151,7 +179,7 @@ def test_sentences_g2p_and_chunks_keep_the_spans():
     assert said == ["Hello", "there,", "world!", "I", "have", "3", "cats;", "fine.", "Bye."]
     assert all(len(c.piece.phonemes) <= 12 or len(c.words) == 1 for c in chunks)
     # the same phonemes as the front end's sentences and words
-    front = FrontEnd("a")
+    front = TextPipeline("a")
     assert " ".join(c.piece.phonemes for c in chunks) == front.phonemize(text)
 
 

@@ -21,7 +21,7 @@ from kokoro_ext.run.timestamps import (
 )  # fmt: skip
 from kokoro_ext.serve import ServerOptions, create_app
 from kokoro_ext.text.chunking import Word
-from kokoro_ext.text.frontend import FrontEnd
+from kokoro_ext.text.pipeline import FrontEnd
 
 from small_build import limit
 

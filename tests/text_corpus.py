@@ -323,7 +323,7 @@ def main(argv: list[str]) -> None:
     print(f"{len(entries)} entries -> {CORPUS}")
     if "--corpus" in argv:
         return
-    from kokoro_ext.text.frontend import FrontEnd
+    from kokoro_ext.text.pipeline import FrontEnd
 
     fronts: dict[str, FrontEnd] = {}
     rows = [record(fronts.setdefault(e["lang"], FrontEnd(e["lang"])), e) for e in entries]

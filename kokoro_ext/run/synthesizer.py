@@ -21,7 +21,6 @@ from kokoro_ext.run.voices import NamedVoice, check_voice_pack, load_voice_array
 from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import load_weights
 from kokoro_ext.text import phonemes_to_ids
-from kokoro_ext.text.frontend import FrontEnd
 from kokoro_ext.text.languages import resolve_language
 from kokoro_ext.text.pipeline import Chunking, Chunks, Progress, TextChunk, TextPipeline
 
@@ -194,14 +193,10 @@ class Synthesizer:
             self._pipelines.setdefault(code, TextPipeline(code))  # kokoro_ext.text.pipeline
         return self._pipelines[code]
 
-    def _g2p(self, voice: Voice = None) -> FrontEnd:
-        """The front end (its language and G2P) of ``voice``'s language."""
-        return self._pipeline(voice).front
-
     def phonemize(self, text: str, voice: Voice = None, markdown: bool = True) -> str:
         """Text (markup, numbers, ...: kokoro_ext.text.frontend) -> Kokoro phonemes."""
         with self._text_lock:
-            return self._g2p(voice).phonemize(text, markdown)
+            return self._pipeline(voice).phonemize(text, markdown)
 
     @property
     def chunk_limit(self) -> int:
@@ -258,7 +253,7 @@ class Synthesizer:
         # with all its synthesis needs (ids, pause, its words' tokens): the text side is
         # entered again only to halve a chunk whose audio is over the frame limit
         chunks = pipeline.run(text, markdown, chunking=chunking)
-        language = pipeline.front.language.name.split()[-1]
+        language = pipeline.language.name.split()[-1]
         return self._chunks(chunks, progress, text, language, voice_pack, speed, seed)
 
     def _chunk_limits(self, chunk_limit: ChunkLimit) -> int | Callable[[int], int]:

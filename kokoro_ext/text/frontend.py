@@ -1,14 +1,15 @@
-"""The language-specific steps of the text side and ``FrontEnd``, which holds a language's G2P.
+"""The language-specific steps of the text side and ``G2P``, which holds a language's G2P.
 
-The passes are listed, in order, in kokoro_ext.text.pipeline; this module has those that
-need the language's G2P or its sentence structure:
+The passes are listed, in order, in kokoro_ext.text.pipeline (``TextPipeline``, the text
+side's one front door); this module has those that need the language's G2P or its
+sentence structure:
 
 * ``say_as``: SSML ``<say-as>`` read as words (English dates spelled out);
 * ``carrier`` and ``parts``: the segments as one text, markup as private-use placeholder
   characters that neither normalization nor sentence splitting can touch, cut into
   sentences (kokoro_ext.text.chunking.split_sentences), lazily; a ``<break>`` ends the
   sentence before it with its own pause;
-* ``FrontEnd.words``: the G2P of one sentence, as kokoro's ``KPipeline`` does it: misaki
+* ``G2P.words``: the G2P of one sentence (the pipeline's G2P pass), as kokoro's ``KPipeline`` does it: misaki
   for English (offline, kokoro_ext.text.g2p), Japanese (misaki's cutlet reader on
   fugashi with unidic-lite) and Mandarin (misaki's ZHG2P), and espeak-ng through
   misaki's EspeakG2P for Spanish, French, Hindi, Italian and Brazilian Portuguese.  The
@@ -49,8 +50,8 @@ class Part:
         return sub(r"\s{2,}", " ", join(s.text for s in self.segments)).strip()
 
 
-class FrontEnd:
-    """Text in one Kokoro language -> sentences (``sentences``) -> Words (``words``).
+class G2P:
+    """One sentence (a Part) in one Kokoro language -> its Words (``words``).
 
     The G2P is built on the first ``words`` call (misaki English takes about a second).
     """
@@ -64,21 +65,6 @@ class FrontEnd:
     @property
     def code(self) -> str:
         return self.language.code
-
-    def sentences(self, text: str, markdown: bool = True) -> Iterator[Part]:
-        """``text`` as Parts, in order.  Markup is parsed and the text normalized now
-        (a ValueError for malformed markup is raised here); sentences come lazily.
-        ``markdown=False`` reads text that is not SSML as written, not as Markdown."""
-        from kokoro_ext.text import pipeline
-
-        return pipeline.sentences(self, text, markdown).parts
-
-    def carrier(self, segments: list[Segment]) -> str:
-        """The text ``sentences`` cuts into sentences, of ``segments`` (markup.parse's):
-        their text normalized, other markup as private-use placeholder characters."""
-        from kokoro_ext.text import pipeline
-
-        return carrier(pipeline.cleaned(self.code, segments).segments, self.code)[0]
 
     def words(self, part: Part | str) -> list[Word]:
         """One sentence's Words with their phonemes (a str is one plain sentence).  A
@@ -98,13 +84,6 @@ class FrontEnd:
                     pieces.append(self._other_g2p()(str(segment.text)))
             found = words_of_phonemes(" ".join(p.strip() for p in pieces if p.strip()))
             return _with_text(found, part.text)
-
-    def phonemize(self, text: str, markdown: bool = True) -> str:
-        """The phonemes of all of ``text`` (sentences joined by a space)."""
-        return " ".join(
-            "".join(w.phonemes for w in self.words(part)).strip()
-            for part in self.sentences(text, markdown)
-        ).strip()
 
     def _english_g2p(self):
         if self._english is None:

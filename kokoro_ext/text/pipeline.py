@@ -21,14 +21,15 @@ word's original text (timestamps, captions) is read off it, not guessed.
   sentence ends      the marks a language ends sentences with (SENTENCE_ENDS: hi, ja, zh)
   other scripts      clean.drop_other_scripts (Latin-script languages: LATIN)
   sentences          frontend.carrier and frontend.parts, lazily       -> Sentences
-  G2P                FrontEnd.words, one sentence at a time            -> Spoken
+  G2P                frontend.G2P.words, one sentence at a time        -> Spoken
   chunks             chunking.pack_evenly within the chunk limit       -> Chunks
   timing             timing.token_words, with a vocab (Chunking.vocab): each chunk's
                      ids, pause and the tokens and original text of its words; chunks
                      with nothing to say left out
 
 The cleaning passes (invisible to other scripts) rewrite each Text segment; markup other
-than text (inline phonemes, breaks) passes through them untouched.  Markup is read
+than text (inline phonemes, breaks) passes through them untouched.  They run as listed,
+one after the other (``text_passes``: ``passes`` names them).  Markup is read
 before them: NFKC would make Markdown markers of full-width characters ("＊").
 
 A synthesizer takes the chunks and needs nothing more of the text side: the one way
@@ -49,7 +50,7 @@ from kokoro_ext.text import clean, markup, normalize
 from kokoro_ext.text.chunking import (
     Break, Piece, Word, first_clause, pack_evenly, pause_after, split_in_two,
 )  # fmt: skip
-from kokoro_ext.text.frontend import FrontEnd, Part, carrier, parts, say_as
+from kokoro_ext.text.frontend import G2P, Part, carrier, parts, say_as
 from kokoro_ext.text.g2p import phonemes_to_ids
 from kokoro_ext.text.markup import SayAs, Segment, Text
 from kokoro_ext.text.spans import Spanned, sub
@@ -250,9 +251,9 @@ def split_sentences(code: str) -> Callable[[Marked], Sentences]:
     return sentences_pass
 
 
-def g2p(front: FrontEnd) -> Callable[[Sentences], Spoken]:
+def g2p(language: G2P) -> Callable[[Sentences], Spoken]:
     def g2p_pass(doc: Sentences) -> Spoken:
-        sentences = (Sentence(part, tuple(front.words(part))) for part in doc.parts)
+        sentences = (Sentence(part, tuple(language.words(part))) for part in doc.parts)
         return Spoken(doc.original, sentences)
 
     return g2p_pass
@@ -360,50 +361,29 @@ def marked(code: str, text: str, markdown: bool = True) -> Marked:
 
 
 def cleaned(code: str, segments, original: str = "") -> Marked:
+    """``segments`` through ``text_passes(code)``, one pass after the other, as listed."""
     doc = Marked(original, tuple(segments))
-    for text_pass in _fused(code):
+    for text_pass in text_passes(code):
         doc = text_pass(doc)
     return doc
 
 
-@functools.cache
-def _fused(code: str) -> tuple[Callable[[Marked], Marked], ...]:
-    """``text_passes(code)`` with each run of passes on text made one pass that applies
-    them in turn to each segment: the same text, one document instead of one per pass."""
-    out: list = []
-    run: list[TextFunction] = []  # the functions of the run of passes on text so far
-    for text_pass in (*text_passes(code), None):
-        function = getattr(text_pass, "function", None)
-        if function is not None:
-            run.append(function)
-            continue
-        if run:
-            out.append(on_text(partial(_in_turn, tuple(run))))
-            run = []
-        if text_pass is not None:
-            out.append(text_pass)
-    return tuple(out)
-
-
-def _in_turn(functions: tuple[TextFunction, ...], text: str) -> str:
-    for function in functions:
-        text = function(text)
-    return text
-
-
-def sentences(front: FrontEnd, text: str, markdown: bool = True) -> Sentences:
+def sentences(code: str, text: str, markdown: bool = True) -> Sentences:
     """The passes up to sentences; markup is parsed and the text cleaned now (a
     ValueError for malformed markup is raised here), sentences come lazily."""
-    return split_sentences(front.code)(marked(front.code, text, markdown))
+    return split_sentences(code)(marked(code, text, markdown))
 
 
 class TextPipeline:
-    """The front end of one language: ``run(text)`` -> Chunks.  The G2P starts on the
-    first sentence (misaki English takes about a second)."""
+    """The text side's one front door, for one language: every pass in order
+    (``run(text)`` -> Chunks), or the passes up to one point (``sentences``,
+    ``phonemize``).  The G2P (``g2p``, frontend.G2P) starts on the first sentence
+    (misaki English takes about a second)."""
 
-    def __init__(self, lang: str = "a", front: FrontEnd | None = None):
-        self.front = front if front is not None else FrontEnd(lang)
-        self.code = self.front.code
+    def __init__(self, lang: str = "a", g2p: G2P | None = None):
+        self.g2p = g2p if g2p is not None else G2P(lang)
+        self.language = self.g2p.language
+        self.code = self.language.code
 
     def run(self, text: str, markdown: bool = True, limit: int = 510,
             chunking: Chunking | None = None) -> Chunks:
@@ -411,8 +391,32 @@ class TextPipeline:
         ``chunking`` cuts them)."""
         if chunking is None:
             chunking = Chunking(limit, limit)
-        doc = sentences(self.front, text, markdown)
-        return chunks(chunking)(g2p(self.front)(doc))
+        doc = sentences(self.code, text, markdown)
+        return chunks(chunking)(g2p(self.g2p)(doc))
+
+    def sentences(self, text: str, markdown: bool = True) -> Iterator[Part]:
+        """``text`` through the passes up to sentences, as Parts, in order.  Markup is
+        parsed and the text normalized now (a ValueError for malformed markup is raised
+        here); sentences come lazily.  ``markdown=False`` reads text that is not SSML as
+        written, not as Markdown."""
+        return sentences(self.code, text, markdown).parts
+
+    def words(self, part: Part | str) -> list[Word]:
+        """The G2P pass on one sentence (a str is one plain sentence): its Words."""
+        return self.g2p.words(part)
+
+    def phonemize(self, text: str, markdown: bool = True) -> str:
+        """The phonemes of all of ``text``: the passes up to G2P, the sentences' phonemes
+        joined by a space."""
+        return " ".join(
+            "".join(w.phonemes for w in sentence.words).strip()
+            for sentence in g2p(self.g2p)(sentences(self.code, text, markdown)).sentences
+        ).strip()
+
+
+#: The text front end of one language: the pipeline itself, by the name the run side
+#: and the tests know it by.
+FrontEnd = TextPipeline
 
 
 def passes(code: str) -> list[str]:
