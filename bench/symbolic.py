@@ -25,7 +25,7 @@ from kokoro_ext.build.compiler import compile_module
 from kokoro_ext.build.model import build_model, load_config, small_config
 from kokoro_ext.run.runner import StageRunner
 from kokoro_ext.build.stages import STAGES
-from kokoro_ext.build.target import parse_target
+from kokoro_ext.build.backend import resolve
 
 
 def _compile(module, example, dynamic, target):
@@ -57,7 +57,7 @@ def main(argv=None) -> None:
         Path(args.config)
     )
     model = build_model(config, seed=0)
-    target = parse_target(args.target)
+    target = resolve(args.target)
     lengths = [int(n) for n in args.lengths.split(",")]
     rows = []
     for stage in args.stages.split(","):

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from kokoro_ext.build import cuda
-from kokoro_ext.build.gpu_target import CUDA, CUDA_ARCHITECTURES, GPU_TARGETS, gpu_target
-from kokoro_ext.build.target import parse_target
+from kokoro_ext.build.backend import CUDA, CUDA_TARGETS, resolve
+from kokoro_ext.build.backend.cuda import CUDA_ARCHITECTURES
 from kokoro_ext.run import artifacts
 from kokoro_ext.run import cuda as run_cuda
 from kokoro_ext.run.synthesizer import Synthesizer
@@ -51,15 +51,17 @@ def cuda_build(tmp_path_factory):
 
 
 def test_cuda_targets_parse():
-    assert gpu_target("cuda") is CUDA
+    assert resolve("cuda") is CUDA
     assert CUDA.architectures == CUDA_ARCHITECTURES and CUDA.ptx == "compute_90"
     for arch in CUDA_ARCHITECTURES:
-        preset = GPU_TARGETS[f"cuda-{arch.replace('_', '')}"]
+        preset = CUDA_TARGETS[f"cuda-{arch.replace('_', '')}"]
         assert preset.architectures == (arch,) and preset.ptx is None
-        assert parse_target(preset.name)["arch"] == arch
-    assert parse_target("cuda")["kind"] == "cuda"
+        assert resolve(preset.name) is preset and preset.target["arch"] == arch
+        # a build's manifest names its target back (cuda-sm80's is the plain cuda's)
+        assert resolve(dict(preset.target)) is (CUDA if arch == "sm_80" else preset)
+    assert resolve("cuda").target["kind"] == "cuda"
     # TVM's default: no limit below its own on the operators fused into a kernel
-    assert CUDA.pipeline.fuse_depth == 256 and not CUDA.pipeline.wgsl
+    assert CUDA.gpu_pipeline.fuse_depth == 256 and not CUDA.gpu_pipeline.wgsl
 
 
 def test_cuda_build_layout(cuda_build):

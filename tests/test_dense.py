@@ -22,7 +22,7 @@ from kokoro_ext.build.compiler import compile_module
 from kokoro_ext.build.passes.winograd import pack_taps
 from kokoro_ext.run.runner import StageRunner
 from kokoro_ext.build.frontend import custom_convert_map
-from kokoro_ext.build.pipeline import library_dispatch_passes
+from kokoro_ext.build.backend.cpu.pipeline import library_dispatch_passes
 
 LLVM = tvm.target.Target({"kind": "llvm"})
 

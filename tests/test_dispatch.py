@@ -21,7 +21,7 @@ from kokoro_ext.build.passes.dispatch import DispatchNativeKernels
 from kokoro_ext.build.export import DecoderStage
 from kokoro_ext.build.frontend import custom_convert_map
 from kokoro_ext.build.model import build_model, small_config
-from kokoro_ext.build.pipeline import get_default_pipeline, library_dispatch_passes
+from kokoro_ext.build.backend.cpu.pipeline import get_default_pipeline, library_dispatch_passes
 from kokoro_ext.build.stages import STAGES, Geometry
 
 LLVM = tvm.target.Target({"kind": "llvm"})

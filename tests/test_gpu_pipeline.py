@@ -11,13 +11,12 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_ext.build import gpu_pipeline
-from kokoro_ext.build.gpu_target import CUDA, WEBGPU, gpu_target
+from kokoro_ext.build.backend import CUDA, WEBGPU, CpuTarget, resolve
+from kokoro_ext.build.backend.gpu import pipeline as gpu_pipeline
 from kokoro_ext.build.kernels.lstm_gpu import lstm_recurrence
 from kokoro_ext.build.passes.gpu_schedule import check_scheduled, unscheduled_functions
 from kokoro_ext.build.passes.narrow import bool_as_int32, narrow_integers
 from kokoro_ext.build.passes.scan import compensated_cumsum, phase_scan
-from kokoro_ext.build.target import parse_target
 
 WEBGPU_TARGET = tvm.target.Target(dict(WEBGPU.target))
 
@@ -194,7 +193,7 @@ def test_every_function_of_a_dlight_scheduled_module_is_bound(gpu):
 
     target = tvm.target.Target(dict(gpu.target))
     with target:
-        mod = tvm.transform.Sequential(gpu_pipeline.legalize_passes(target, gpu.pipeline))(Mod)
+        mod = tvm.transform.Sequential(gpu_pipeline.legalize_passes(target, gpu.gpu_pipeline))(Mod)
     assert unscheduled_functions(mod) == []
 
 
@@ -210,15 +209,72 @@ def test_lstm_recurrence_compiles_to_wgsl_with_its_barriers(hidden):
 
 
 def test_gpu_targets_parse():
-    assert parse_target("webgpu") == dict(WEBGPU.target)
-    assert parse_target('{"kind": "webgpu"}') == dict(WEBGPU.target)
-    assert gpu_target(parse_target("webgpu")) is WEBGPU
-    assert gpu_target(parse_target("llvm")) is None
+    assert resolve("webgpu") is WEBGPU
+    assert resolve('{"kind": "webgpu"}') is WEBGPU
+    assert resolve(dict(WEBGPU.target)) is WEBGPU
+    assert isinstance(resolve("llvm"), CpuTarget)
 
 
-def test_a_webgpu_build_refuses_a_cpu_precision():
-    from kokoro_ext.build.cli import parse_args
-    from kokoro_ext.build.driver import _products
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        ({"precision": "int8"}, "--precision int8: a build for webgpu takes --precision auto or fp32"),
+        ({"dense": "native"}, "--dense native: a build for webgpu takes --dense tvm"),
+        ({"lstm_backend": "native"}, "--lstm-backend native: a build for webgpu takes --lstm-backend gpu"),
+        ({"weight_dtype": "int8"}, "--weight-dtype int8: a build for webgpu takes --weight-dtype float32"),
+    ],
+)  # fmt: skip
+def test_a_webgpu_build_refuses_what_it_cannot_honour(flags, message):
+    with pytest.raises(ValueError, match=message):
+        WEBGPU.choose(**flags)
 
-    with pytest.raises(ValueError, match="--precision int8 is for CPUs"):
-        _products(parse_args(["--target", "webgpu", "--precision", "int8"]))
+
+def test_a_gpu_build_refuses_a_cpu_option_from_the_command_line(tmp_path):
+    from kokoro_ext.build.cli import main
+
+    # refused before anything is read or compiled
+    assert main(["--target", "cuda", "--dense", "native", "--out", str(tmp_path / "a")]) == 2
+    assert not (tmp_path / "a").exists()
+
+
+# -- the pass lists against TVM's -------------------------------------------------------
+
+LISTS = ("library_dispatch_passes", "legalize_passes", "dataflow_lower_passes", "finalize_passes")
+
+
+@pytest.mark.parametrize("wgsl", [False, True])
+@pytest.mark.parametrize("lists", LISTS)
+def test_gpu_lists_are_tvms_cuda_lists_by_name(lists, wgsl):
+    """TVM's passes ours keep, in TVM's order: ours differ only by what they add
+    (kokoro_ext passes, lifting, narrowing), leave out (LEFT_OUT; FoldConstant for WGSL)
+    and the dlight schedule they replace."""
+    from tvm.relax.backend.cuda import pipeline as cuda
+
+    target = tvm.target.Target(dict(CUDA.target))
+    options = gpu_pipeline.GpuPipelineOptions(wgsl=wgsl)
+    with target:
+        tvms = [p.info.name for p in getattr(cuda, lists)(target)]
+        args = (target, options) if lists == "legalize_passes" else (target,)
+        ours = [p.info.name for p in getattr(gpu_pipeline, lists)(*args)]
+    left_out = set(gpu_pipeline.LEFT_OUT) | ({"FoldConstant"} if wgsl else set())
+    assert [n for n in ours if n in tvms] == [n for n in tvms if n not in left_out]
+    for name in ("DispatchSortScan", "RewriteCUDAGraph"):
+        assert name not in ours
+    if lists == "legalize_passes":
+        # the schedule: ours (one ApplyDefaultSchedule of GPU_RULES), then the check
+        assert ours[-2:] == ["ApplyDefaultSchedule", "kokoro_ext.CheckScheduled"]
+        assert ours.index("kokoro_ext.CompensatedCumsum") < ours.index("LegalizeOps")
+    if lists == "finalize_passes":
+        assert ours[ours.index("StaticPlanBlockMemory") - 1] == "kokoro_ext.ExactDynamicSizes"
+
+
+@pytest.mark.parametrize("lists", ["library_dispatch_passes", "legalize_passes", "finalize_passes"])
+def test_a_tvm_whose_lists_moved_a_pass_fails_loudly(lists, monkeypatch):
+    from tvm.relax.backend.cuda import pipeline as cuda
+
+    target = tvm.target.Target(dict(CUDA.target))
+    anchor = gpu_pipeline.ANCHORS[lists][0]
+    original = getattr(cuda, lists)
+    monkeypatch.setattr(cuda, lists, lambda t: [p for p in original(t) if p.info.name != anchor])
+    with target, pytest.raises(RuntimeError, match=f"{lists} has no {anchor}"):
+        getattr(gpu_pipeline, lists)(target)

@@ -6,7 +6,7 @@ import tvm
 from tvm.s_tir import dlight as dl
 from tvm.script import tirx as T
 
-from kokoro_ext.build.gpu_target import CUDA, WEBGPU
+from kokoro_ext.build.backend import CUDA, WEBGPU
 from kokoro_ext.build.passes.gpu_schedule import Convolution, ConvolutionTiles, has_thread_binding
 
 # fmt: off

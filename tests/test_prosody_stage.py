@@ -13,7 +13,7 @@ from kokoro_ext.run import native
 from kokoro_ext.build.export.prosody_stage import ProsodyStage
 from kokoro_ext.build.frontend import custom_convert_map
 from kokoro_ext.build.model import build_model, random_voice, small_config
-from kokoro_ext.build.pipeline import get_default_pipeline as relax_pipeline
+from kokoro_ext.build.backend.cpu.pipeline import get_default_pipeline as relax_pipeline
 
 LLVM = tvm.target.Target({"kind": "llvm"})
 

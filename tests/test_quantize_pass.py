@@ -18,7 +18,7 @@ from tvm.script import tirx as T
 
 from kokoro_ext.build.export import PackedLSTM
 from kokoro_ext.build.passes import quantize_weights
-from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
+from kokoro_ext.build.backend.cpu.pipeline import PipelineOptions, get_default_pipeline
 from kokoro_ext.build.precision import (
     LSTM_WEIGHTS,
     PRECISION_FEATURES,

@@ -16,7 +16,7 @@ from kokoro_ext.build.compiler import compile_module
 from kokoro_ext.build.export.decoder_stage import sin_squared, snake
 from kokoro_ext.build.export.masked import masked_instance_norm
 from kokoro_ext.build.passes.schedule import VectorizeReduction
-from kokoro_ext.build.pipeline import get_default_pipeline
+from kokoro_ext.build.backend.cpu.pipeline import get_default_pipeline
 
 
 def test_sin_squared_matches_torch():

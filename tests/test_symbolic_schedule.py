@@ -20,7 +20,7 @@ from kokoro_ext.run.runner import StageRunner
 from kokoro_ext.build.frontend import custom_convert_map
 from kokoro_ext.build.passes.winograd import length_bounds
 from kokoro_ext.build.passes.schedule import ParallelizeSpatial, VectorizeReduction
-from kokoro_ext.build.pipeline import get_default_pipeline, library_dispatch_passes
+from kokoro_ext.build.backend.cpu.pipeline import get_default_pipeline, library_dispatch_passes
 
 # avx: 256-bit vectors, 8 float32 lanes
 HASWELL = tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})

@@ -320,17 +320,17 @@ def test_openblas_gets_its_avx512_kernels_only_where_the_host_has_them(name, cor
 
 
 def test_wasm_is_a_browser_cpu_target_with_the_kernels_compiled_for_it():
-    from kokoro_ext.build.gpu_target import WASM, gpu_target
-    from kokoro_ext.build.pipeline import PipelineOptions
+    from kokoro_ext.build.backend import WASM, CpuTarget, resolve
 
-    target = parse_target("wasm")
-    assert target == {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm",
-                      "mcpu": "generic", "mattr": ["+simd128"]}  # fmt: skip
-    assert gpu_target(target) is WASM and gpu_target("wasm") is WASM
-    assert not WASM.is_gpu and WASM.in_browser and WASM.lstm_backend == "native"
-    # the native kernels (compiled by emscripten), the VM's own storage: no native pool
-    assert WASM.pipeline == PipelineOptions(native_dense=True, native_storage=False)
-    assert WASM.native_kernels and WASM.max_frames is not None
+    target = resolve("wasm")
+    assert target is WASM and resolve(dict(WASM.target)) is WASM
+    assert dict(WASM.target) == {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm",
+                                 "mcpu": "generic", "mattr": ["+simd128"]}  # fmt: skip
+    assert WASM.library_suffix == ".wasm" and WASM.transform_apart and not WASM.polyphase
+    # the native kernels (compiled by emscripten), float32 weights
+    assert WASM.choose().lstm_backend == "native" and WASM.choose().dense == "native"
+    assert WASM.choose().weight_dtype == "float32" and WASM.max_frames is not None
+    with pytest.raises(ValueError, match="--weight-dtype int8: a build for wasm takes"):
+        WASM.choose(weight_dtype="int8")
     # an llvm target is wasm's only if it is wasm's: a CPU's stays a CPU's
-    assert gpu_target(parse_target("llvm")) is None
-    assert gpu_target(parse_target("aarch64")) is None
+    assert isinstance(resolve("llvm"), CpuTarget) and isinstance(resolve("aarch64"), CpuTarget)

@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from kokoro_ext.build.gpu_target import STATIC
+from kokoro_ext.build.backend.browser import STATIC
 from kokoro_ext.run.alignment import align
 from kokoro_ext.run.noise import source_noise
 from kokoro_ext.run.pipeline import voice_style

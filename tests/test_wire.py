@@ -8,8 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from kokoro_ext.build.driver import BuildOptions, _wire
-from kokoro_ext.build.gpu_target import CUDA, WASM, WEBGPU
+from kokoro_ext.build.backend import CUDA, WASM, WEBGPU, resolve
 from kokoro_ext.run import artifacts
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.weights import ALIGN, WeightEntry, Wire, load_weights, write_weights
@@ -92,10 +91,12 @@ def test_entry_json():
 
 
 def test_wire_format_is_for_browsers_only():
-    options = BuildOptions()
-    assert options.wire == "float16"
-    assert _wire(options, WASM) == _wire(options, WEBGPU) == "float16"
-    assert _wire(options, None) is None and _wire(options, CUDA) is None
+    assert WASM.choose().wire == WEBGPU.choose().wire == "float16"
+    assert WASM.choose(wire="int8").wire == "int8"
+    assert resolve("llvm").choose().wire is None and CUDA.choose().wire is None
+    for target in (resolve("llvm"), CUDA):
+        with pytest.raises(ValueError, match=f"--wire int8: a build for {target.name} has no use"):
+            target.choose(wire="int8")
 
 
 def test_cpu_build_stores_its_arrays_as_they_are(build_dir, tmp_path):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kokoro_ext.build.driver import DEFAULT_OUT, BuildOptions, build
 from kokoro_ext.build.frontend import LSTM_BACKENDS
-from kokoro_ext.build.gpu_target import GPU_TARGETS
+from kokoro_ext.build.backend import targets_help
 from kokoro_ext.build.precision import PRECISIONS, WEIGHT_DTYPES
 from kokoro_ext.run.cache import DEFAULT_VOICE
 from kokoro_ext.run.wire import FORMATS
@@ -37,7 +37,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
         default="llvm",
         help="TVM target: llvm (this host's CPU, the default), 'llvm -mcpu=<cpu>' or a JSON "
         "dict; e.g. 'llvm -mcpu=x86-64-v2' for artifacts that run on any recent x86-64; or "
-        "a GPU or a browser: " + "; ".join(f"{t.name} ({t.what})" for t in GPU_TARGETS.values()),
+        "a GPU or a browser: " + "; ".join(targets_help()),
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="artifacts directory (default: ./artifacts)"
@@ -81,18 +81,22 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
         default=os.cpu_count() or 1,
         help="stages compiled at once, one process each (default: the number of cores)",
     )
-    parser.add_argument("--lstm-backend", choices=LSTM_BACKENDS, default="native")
+    # the options below: left out, the target's default; one it cannot honour is refused
+    parser.add_argument(
+        "--lstm-backend",
+        choices=LSTM_BACKENDS,
+        help="a CPU's LSTM: the native kernel (default) or TVM's own; a GPU's is its own",
+    )
     parser.add_argument(
         "--dense",
         choices=("native", "tvm"),
-        default="native",
-        help="conv1d/addmm on the native BLAS kernels (default) or TVM's own lowering",
+        help="conv1d/addmm on the native BLAS kernels (a CPU's default) or TVM's own "
+        "lowering (a GPU's only)",
     )
     parser.add_argument(
         "--weight-dtype",
         choices=WEIGHT_DTYPES,
-        default="auto",
-        help="weights stored as int8 with a scale per output channel, dequantized where the "
+        help="a CPU's weights stored as int8 with a scale per output channel, dequantized where the "
         "kernels read them: auto (default) those on an int8 grid, lossless (all of the int8 "
         "checkpoint's quantized weights, none of a float32 one); int8 every convolution and "
         "linear weight (lossy off a grid); float32 none",
@@ -100,7 +104,6 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
     parser.add_argument(
         "--wire",
         choices=FORMATS,
-        default="float16",
         help="a browser build's large float32 weights on the wire, widened to float32 by "
         "the page: float16 (default), int8 with a float32 scale per row (4x smaller, "
         "0.03 more word errors: docs/browser.md), or float32",
@@ -108,7 +111,6 @@ def parse_args(argv: Sequence[str] | None = None) -> BuildOptions:
     parser.add_argument(
         "--precision",
         choices=PRECISIONS,
-        default="auto",
         help="what the layers on int8 weights multiply in: auto (default) int8 where "
         "the target has AVX512_VNNI, else bf16 where it has AVX512_BF16, else fp32; int8 "
         "(int8 x int8, the inputs quantized per tile or per row), bf16, or fp32 (the "

@@ -29,14 +29,12 @@ from torch import Tensor, nn
 from tvm.relax.frontend import detach_params
 from tvm.relax.frontend.torch import from_exported_program
 
+from kokoro_ext.build.backend import BuildTarget, Choices, CpuTarget, this_machine
+from kokoro_ext.build.backend.cpu.pipeline import PipelineOptions
 from kokoro_ext.build.frontend import LstmBackend, custom_convert_map
-from kokoro_ext.build.gpu_pipeline import GpuPipelineOptions, get_gpu_pipeline
-from kokoro_ext.build.gpu_target import GpuTarget, gpu_target
-from kokoro_ext.build.pipeline import PipelineOptions, get_default_pipeline
-from kokoro_ext.build.precision import LayerProducts, WeightDtype, int8_weights
+from kokoro_ext.build.precision import LayerProducts, int8_weights
 from kokoro_ext.build.stages import StageSpec
-from kokoro_ext.build.target import is_cross, parse_target
-from kokoro_ext.run.manifest import StageSignature, TensorSpec
+from kokoro_ext.run.manifest import StageSignature
 from kokoro_ext.run.runner import TRANSFORM_PARAMS, load_vm, to_tensor
 
 
@@ -85,84 +83,75 @@ class CompiledStage(CompiledModule):
 def compile_module(
     module: nn.Module,
     example: Sequence[Tensor],
-    target: str | dict = "llvm",
+    target: BuildTarget = CpuTarget("llvm", "TVM's generic llvm", {"kind": "llvm"}),
     lstm_backend: LstmBackend = "native",
     native_dense: bool = True,
     dynamic_shapes: tuple | None = None,
 ) -> CompiledModule:
-    """Export ``module`` on ``example``, import it into Relax and compile it, its weights
-    bound as constants.
+    """Export ``module`` on ``example``, import it into Relax and compile it for ``target``
+    (default: TVM's llvm, no CPU named), its weights bound as constants.
 
     ``dynamic_shapes`` as torch.export takes it (None: static shapes); ``lstm_backend``
     chooses the LSTM's lowering (kokoro_ext.build.frontend), ``native_dense`` whether the
     pipeline dispatches the GEMM-shaped ops to the native kernels
-    (kokoro_ext.build.pipeline).
+    (kokoro_ext.build.backend.cpu.pipeline).
     """
     mod, ir_lines, seconds, _ = _import(module, example, dynamic_shapes, lstm_backend, False)
-    executable = _compile(mod, target, PipelineOptions(native_dense=native_dense), seconds)
+    executable = _compile(target, mod, PipelineOptions(native_dense=native_dense), seconds)
     return CompiledModule(executable, ir_lines, seconds)
 
 
 def compile_stage(
     spec: StageSpec,
     model: nn.Module,
-    target: str | dict | GpuTarget = "llvm",
-    lstm_backend: LstmBackend = "native",
-    native_dense: bool = True,
-    weight_dtype: WeightDtype = "auto",
+    target: BuildTarget,
+    choices: Choices | None = None,
     products: LayerProducts = LayerProducts(),
 ) -> CompiledStage:
-    """Compile ``spec``'s stage of ``model`` once for every batch and length (its symbolic
-    axes), with the weights as parameters: the module's, in the order ``parameters``
-    records, for the library's transform (``transform_weights``, on the exported library:
-    running a VM on the executable before its export would add a memory scope entry per
-    constant to what it saves, and a warning per entry to every load).  ``products``:
-    what its layers on int8 weights multiply in (kokoro_ext.build.precision).  ``target``:
-    a GPU target's entry where a word names it (kokoro_ext.build.gpu_target)."""
-    gpu = target if isinstance(target, GpuTarget) else gpu_target(parse_target(target))
-    if gpu is not None:
-        lstm_backend, native_dense, weight_dtype = gpu.lstm_backend, gpu.native_kernels, "float32"
+    """Compile ``spec``'s stage of ``model`` for ``target`` once for every batch and length
+    (its symbolic axes), with the weights as parameters: the module's, in the order
+    ``parameters`` records, for the library's transform (``transform_weights``, on the
+    exported library: running a VM on the executable before its export would add a memory
+    scope entry per constant to what it saves, and a warning per entry to every load).
+    ``choices``: the build's options as the target takes them (None: its defaults);
+    ``products``: what its layers on int8 weights multiply in
+    (kokoro_ext.build.precision)."""
+    choices = choices or target.choose()
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     dynamic = spec.dynamic(model)
-    mod, ir_lines, seconds, program = _import(module, example, dynamic, lstm_backend, True)
+    mod, ir_lines, seconds, program = _import(module, example, dynamic, choices.lstm_backend, True)
     names = [name for name, _ in program.named_parameters()]
     # the weight parameters' Relax names, in the checkpoint's order
     relax_names = [v.name for v in mod["main"].params[-len(names):]] if names else []
     mod, params = detach_params(mod)
     weights = [w.numpy() for w in params["main"]]
-    chosen = int8_weights(zip(names, weights, strict=True), weight_dtype)
+    chosen = int8_weights(zip(names, weights, strict=True), choices.weight_dtype)
     int8 = frozenset(r for n, r in zip(names, relax_names) if n in chosen)
     options = PipelineOptions(
-        native_dense=native_dense,
+        native_dense=choices.dense == "native",
         int8_weights=int8,
         products=products,
-        polyphase=gpu is not None and gpu.is_gpu,  # the GPU pipeline's weight transform
+        polyphase=target.polyphase,  # the GPU pipeline's weight transform
     )
+    executable = _compile(target, mod, options, seconds)
+    target.check(executable, spec.name)
+    # the weight transform runs here: where the libraries do not, compiled for here
     transform = None
-    if gpu is not None:
-        with gpu.codegen():  # the GPU pipeline, or the CPU's without native kernels (wasm)
-            executable = _compile(mod, gpu.target, gpu.pipeline, seconds)
-        gpu.check(executable, spec.name)
-    else:
-        executable = _compile(mod, target, options, seconds)
-    # the weight transform runs here: a cross build's and a GPU build's do not
-    if (gpu is not None or is_cross(parse_target(target))) and names:
+    if target.transform_apart and names:
         here = {}
         host_options = dataclasses.replace(options, transform_only=True)
-        transform = _compile(mod, parse_target("llvm"), host_options, here)
+        transform = _compile(this_machine(), mod, host_options, here)
         seconds["compile_transform"] = here["compile"]
     parameters = [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
-    signature = spec.signature(program, dynamic)
-    if gpu is not None and getattr(gpu.pipeline, "wgsl", False):
-        signature = narrowed(signature)
+    signature = target.signature(spec.signature(program, dynamic))
     return CompiledStage(
         executable, ir_lines, seconds, weights, parameters, signature, transform
     )
 
 
 def compile_host_transform(
-    spec: StageSpec, model: nn.Module, target: GpuTarget, native_storage: bool = False
+    spec: StageSpec, model: nn.Module, target: BuildTarget, native_storage: bool = False
 ) -> tuple[tvm.runtime.Executable | None, list[Parameter]]:
     """The weight transform of ``spec``'s stage in a ``target`` build, compiled alone for
     this machine as ``compile_stage`` compiles ``CompiledStage.transform`` (the same
@@ -172,12 +161,13 @@ def compile_host_transform(
     this one to make a build's weights where the build runs.  Without ``native_storage``
     its storage comes from the VM's allocator, not the native kernels' pool: it then
     needs TVM's runtime library alone."""
-    if not target.is_gpu:
+    if not target.polyphase:
         raise ValueError(f"{target.name} is not a GPU target: its libraries keep their transform")
+    choices = target.choose()
     module = spec.module(model)
     example = spec.batched_example(model, 16)
     mod, _, seconds, program = _import(
-        module, example, spec.dynamic(model), target.lstm_backend, True
+        module, example, spec.dynamic(model), choices.lstm_backend, True
     )
     names = [name for name, _ in program.named_parameters()]
     if not names:
@@ -186,26 +176,13 @@ def compile_host_transform(
     weights = [w.numpy() for w in params["main"]]
     # compile_stage's options for a GPU target (float32 weights: nothing is int8)
     options = PipelineOptions(
-        native_dense=target.native_kernels,
+        native_dense=choices.dense == "native",
         polyphase=True,
         transform_only=True,
         native_storage=native_storage,
     )
-    executable = _compile(mod, parse_target("llvm"), options, seconds)
+    executable = _compile(this_machine(), mod, options, seconds)
     return executable, [Parameter.of(n, w) for n, w in zip(names, weights, strict=True)]
-
-
-def narrowed(signature: StageSignature) -> StageSignature:
-    """``signature`` with its int64 tensors as int32 (kokoro_ext.build.passes.narrow)."""
-
-    def narrow(spec: TensorSpec) -> TensorSpec:
-        return dataclasses.replace(spec, dtype="int32") if spec.dtype == "int64" else spec
-
-    return dataclasses.replace(
-        signature,
-        inputs=tuple(map(narrow, signature.inputs)),
-        outputs=tuple(map(narrow, signature.outputs)),
-    )
 
 
 def transform_weights(library: Any, parameters: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -239,17 +216,9 @@ def _import(module, example, dynamic_shapes, lstm_backend, keep_weights):
     return mod, len(mod.script().splitlines()), seconds, program
 
 
-def _compile(mod, target, options: PipelineOptions | GpuPipelineOptions, seconds):
-    """``mod`` compiled for ``target`` through the CPU pipeline, or the GPU one when
-    ``options`` are a GPU pipeline's (under the target: TVM's GPU codegen asks for it)."""
+def _compile(target: BuildTarget, mod, options: PipelineOptions, seconds):
+    """``mod`` compiled by ``target`` (its pipeline and codegen), timed into ``seconds``."""
     start = time.perf_counter()
-    target = tvm.target.Target(target)
-    if isinstance(options, GpuPipelineOptions):
-        with target:
-            pipeline = get_gpu_pipeline(target, options)
-            executable = tvm.compile(mod, target=target, relax_pipeline=pipeline)
-    else:
-        pipeline = get_default_pipeline(target, options)
-        executable = tvm.compile(mod, target=target, relax_pipeline=pipeline)
+    executable = target.compile(mod, options)
     seconds["compile"] = time.perf_counter() - start
     return executable

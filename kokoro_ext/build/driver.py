@@ -35,30 +35,15 @@ from typing import Literal
 
 import numpy as np
 from torch import nn
-from tvm.support.cc import cross_compiler
 
 import kokoro_ext
 from kokoro_ext.build import environment
+from kokoro_ext.build.backend import FLAGS, BuildTarget, Choices, resolve
 from kokoro_ext.build.compiler import compile_stage, transform_weights
-from kokoro_ext.build.precision import (
-    LayerProducts,
-    Precision,
-    Products,
-    WeightDtype,
-    layer_products,
-    products,
-)
 from kokoro_ext.build.frontend import LstmBackend
-from kokoro_ext.build.gpu_target import WASM, WEBGPU, GpuTarget, gpu_target
 from kokoro_ext.build.model import build_model, load_config, load_voice, random_voice, resolve_voice
+from kokoro_ext.build.precision import Precision, Products, WeightDtype
 from kokoro_ext.build.stages import MAX_FRAMES, MAX_TOKENS, STAGES, Geometry
-from kokoro_ext.build.target import (
-    is_cross,
-    linker,
-    parse_target,
-    target_features,
-    target_instruction_features,
-)
 from kokoro_ext.run import artifacts, cache
 from kokoro_ext.run.cache import DEFAULT_VOICE
 from kokoro_ext.run.manifest import Limits, Manifest, Source, StageEntry, TensorSpec, WeightsFile
@@ -76,7 +61,7 @@ class BuildOptions:
     """What to build, from what, and where: the flags of ``python -m kokoro_ext.build``."""
 
     out: Path = DEFAULT_OUT
-    target: str = "llvm"  # a TVM target string or JSON dict, parsed by kokoro_ext.build.target
+    target: str = "llvm"  # a --target: kokoro_ext.build.backend.resolve reads it
     config: Path | None = None  # None: the shipped Kokoro-82M config
     weights: Path | None = None  # None: the fetched Kokoro-82M (or random_weights)
     random_weights: bool = False
@@ -84,11 +69,13 @@ class BuildOptions:
     weights_only: bool = False
     seed: int = 0  # of the random weights and voice
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
-    lstm_backend: LstmBackend = "native"
-    dense: Literal["native", "tvm"] = "native"
-    weight_dtype: WeightDtype = "auto"  # which weights are stored as int8 (build.precision)
-    precision: Precision = "auto"  # what layers on int8 weights multiply in (build.precision)
-    wire: WireFormat = "float16"  # a browser build's large weights on the wire (run.wire)
+    # what the target decides (BuildTarget.choose), None: the target's default; a value
+    # the target cannot honour is refused, naming the option and the target
+    lstm_backend: LstmBackend | None = None
+    dense: Literal["native", "tvm"] | None = None
+    weight_dtype: WeightDtype | None = None  # which weights are stored as int8 (build.precision)
+    precision: Precision | None = None  # what layers on int8 weights multiply in (build.precision)
+    wire: WireFormat | None = None  # a browser build's large weights on the wire (run.wire)
 
 
 def resolve_weights(options: BuildOptions) -> Path | None:
@@ -118,14 +105,12 @@ def build(options: BuildOptions, log: Log = print) -> Path:
     """Run the build ``options`` describe; returns the artifacts directory."""
     if options.weights_only:
         return rebuild_weights(options, log)
-    target = parse_target(options.target)
-    gpu = _gpu(options)
-    if gpu is not None:
-        gpu.fcompile()  # its toolchain, before minutes of compiling
-    elif (cc := linker(target)) is not None:
-        _checked_linker(cc)  # before minutes of compiling
-    # a precision the target cannot take fails here, before anything compiles
-    chosen = _products(options)
+    target = resolve(options.target)
+    # an option the target cannot take, or its missing toolchain, fails here, before
+    # minutes of compiling
+    choices = target.choose(**{option: getattr(options, option) for option in FLAGS})
+    chosen = target.products(choices)
+    target.prepare()
     config = load_config(options.config)
     weights, voice_file, voice_name = resolve_sources(options)
     if weights is None:
@@ -137,7 +122,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
         log(f"weights: {weights}")
     log(
         f"default voice: {voice_name or voice_file or f'random (seed {options.seed})'}; "
-        f"target: {json.dumps(target)}; products: {chosen}"
+        f"target: {json.dumps(dict(target.target))}; products: {chosen}"
     )
     out = options.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +138,8 @@ def build(options: BuildOptions, log: Log = print) -> Path:
             model = _model(options)
             voice = load_voice(voice_file) if voice_file else random_voice(options.seed)
             stages = {}
-            for i, (name, entry) in enumerate(_compile_all(options, staging, jobs), 1):
+            compiled = _compile_all(options, target, choices, chosen, staging, jobs)
+            for i, (name, entry) in enumerate(compiled, 1):
                 stages[name] = entry
                 log(
                     f"[{i}/{len(jobs)}] {name}: {sum(entry.seconds.values()):.1f} s, "
@@ -163,20 +149,19 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 json.dumps(config, indent=2, ensure_ascii=False)
             )
             np.save(staging / artifacts.VOICE, voice.numpy())
-            if gpu is not None:
-                gpu.add_page(staging)
+            target.add_files(staging)
             env = environment.describe()
             manifest = Manifest(
                 kokoro_ext=kokoro_ext.__version__,
                 tvm=env.tvm_version,
                 patches={p.patch: p.state for p in env.patches},
-                target=target,
-                cpu_features=() if gpu else tuple(sorted(target_instruction_features(target))),
-                lstm_backend=gpu.lstm_backend if gpu else options.lstm_backend,
-                weight_dtype="float32" if gpu else options.weight_dtype,
+                target=dict(target.target),
+                cpu_features=target.cpu_features(),
+                lstm_backend=choices.lstm_backend,
+                weight_dtype=choices.weight_dtype,
                 precision=chosen if _stores_int8(stages.values()) else "fp32",
-                dense=("native" if gpu.native_kernels else "tvm") if gpu else options.dense,
-                limits=Limits(tokens=MAX_TOKENS, frames=(gpu and gpu.max_frames) or MAX_FRAMES),
+                dense=choices.dense,
+                limits=Limits(tokens=MAX_TOKENS, frames=target.max_frames or MAX_FRAMES),
                 geometry=Geometry.from_model(model),
                 config_sha256=artifacts.sha256(staging / artifacts.CONFIG),
                 weights=_source(weights, options.seed),
@@ -184,7 +169,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 voice_sha256=artifacts.sha256(staging / artifacts.VOICE),
                 stages={name: stages[name] for name in STAGES},
                 build_seconds=round(time.perf_counter() - started, 1),
-                requires=dict(gpu.requires) if gpu else {},
+                requires=dict(target.requires),
             )
             artifacts.write_manifest(staging, manifest)
         _replace_directory(staging, out)
@@ -208,19 +193,7 @@ def rebuild_weights(options: BuildOptions, log: Log = print) -> Path:
     """
     out = options.out.resolve()
     manifest = artifacts.read_manifest(out)
-    gpu = gpu_target(dict(manifest.target))
-    if gpu is not None:
-        raise ValueError(
-            f"--weights-only runs the weight transform of the stage libraries in {out}; "
-            f"a {gpu.name} build ships none (its transform ran on the build machine at "
-            "build time): build from scratch with the new --weights"
-        )
-    if is_cross(dict(manifest.target)):
-        raise ValueError(
-            f"--weights-only runs the weight transform of the stage libraries in {out}, "
-            f"which are for {manifest.target.get('mtriple')} and do not run here: run it on "
-            "such a machine, or build from scratch with the new --weights"
-        )
+    resolve(dict(manifest.target)).refuse_weights_only(out)
     config = json.loads((out / artifacts.CONFIG).read_text())
     weights = resolve_weights(options)  # the build's voice stays
     log(f"weights: {weights or f'random (seed {options.seed})'} for the stages in {out}")
@@ -243,7 +216,7 @@ def rebuild_weights(options: BuildOptions, log: Log = print) -> Path:
                         f"than {artifacts.MANIFEST} records for {name}; build it from "
                         "scratch instead"
                     )
-                # a CPU build's arrays as they are (GPU and browser builds are refused above)
+                # a CPU build's arrays as they are (the targets with a wire refuse above)
                 stages[name] = dataclasses.replace(
                     entry, weights=_write_stage_weights(staging, name, transformed, None)
                 )
@@ -294,12 +267,6 @@ def _parameter(name: str, array: np.ndarray) -> TensorSpec:
     return TensorSpec(name, str(array.dtype), tuple(int(d) for d in array.shape))
 
 
-def _wire(options: BuildOptions, gpu: GpuTarget | None) -> WireFormat | None:
-    """The wire format of a build's weights: ``options.wire`` for a browser, None (the
-    arrays as they are) for a CPU or CUDA."""
-    return options.wire if gpu in (WEBGPU, WASM) else None
-
-
 def _write_stage_weights(
     directory: Path, stage: str, arrays: list, wire: WireFormat | None
 ) -> WeightsFile:
@@ -323,30 +290,6 @@ def _write_stage_weights(
 _COST = {"decoder": 3, "text": 2, "prosody": 1, "source": 0}
 
 
-def _products(options: BuildOptions) -> Products:
-    """What the convolutions of the build ``options`` describe multiply in (ValueError for
-    a precision its target or weights cannot take)."""
-    target = parse_target(options.target)
-    if gpu_target(target) is not None:
-        if options.precision not in ("auto", "fp32"):
-            raise ValueError(
-                f"--precision {options.precision} is for CPUs with the native kernels; "
-                f"a {gpu_target(target).name} build "
-                "computes in float32 (--precision fp32 or auto)"
-            )
-        return products("fp32", frozenset(), False)
-    features = target_features(target)
-    return products(options.precision, features, options.weight_dtype != "float32")
-
-
-def _layer_products(options: BuildOptions, stage: str) -> LayerProducts:
-    """_products per layer of ``stage``."""
-    if gpu_target(parse_target(options.target)) is not None:
-        return LayerProducts()
-    features = target_features(parse_target(options.target))
-    return layer_products(_products(options), features, stage)
-
-
 def _stores_int8(entries: Iterable[StageEntry]) -> bool:
     """Whether any of the stages stores int8 weights (the low precisions multiply those)."""
     return any(t.dtype == "int8" for e in entries for t in e.weights.tensors)
@@ -360,34 +303,20 @@ def _model(options: BuildOptions) -> nn.Module:
     return build_model(config, weights=resolve_weights(options), seed=options.seed)
 
 
-def _gpu(options: BuildOptions):
-    """The GPU target ``options`` name (by its word: ``cuda`` and ``cuda-sm80`` share a
-    TVM target), None for a CPU."""
-    return gpu_target(options.target) or gpu_target(parse_target(options.target))
-
-
-def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str, StageEntry]:
-    """Compile stage ``name`` into ``staging``: its library and its weights; its entry."""
-    target = parse_target(options.target)
-    gpu = _gpu(options)
+def _compile_stage(
+    options: BuildOptions, target: BuildTarget, choices: Choices, chosen: Products,
+    staging: Path, name: str,
+) -> tuple[str, StageEntry]:
+    """Compile stage ``name`` for ``target`` into ``staging``: its library and its
+    weights; its entry."""  # fmt: skip
     compiled = compile_stage(
-        STAGES[name],
-        _model(options),
-        gpu or target,
-        options.lstm_backend,
-        native_dense=options.dense == "native",
-        weight_dtype=options.weight_dtype,
-        products=_layer_products(options, name),
+        STAGES[name], _model(options), target, choices, target.layer_products(chosen, name)
     )
-    file = artifacts.stage_file(name, gpu.library_suffix if gpu else ".so")
+    file = artifacts.stage_file(name, target.library_suffix)
     path = staging / file
-    fpack_imports = None
-    if gpu is not None:
-        fcompile, fpack_imports = gpu.fcompile(), gpu.fpack_imports()
-    else:
-        cc = linker(target)  # another architecture's: that triple's GCC links it
-        fcompile = None if cc is None else cross_compiler(_checked_linker(cc))
-    compiled.executable.export_library(str(path), fcompile=fcompile, fpack_imports=fpack_imports)
+    compiled.executable.export_library(
+        str(path), fcompile=target.fcompile(), fpack_imports=target.fpack_imports()
+    )
     # the weights as the library that ships computes with them, by its own transform (a
     # cross build's, compiled for this machine: the library does not run here)
     start = time.perf_counter()
@@ -397,7 +326,7 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
     return name, StageEntry(
         file=file,
         sha256=artifacts.sha256(path),
-        weights=_write_stage_weights(staging, name, weights, _wire(options, gpu)),
+        weights=_write_stage_weights(staging, name, weights, choices.wire),
         parameters=tuple(TensorSpec(p.name, p.dtype, p.shape) for p in compiled.parameters),
         signature=compiled.signature,
         ir_lines=compiled.ir_lines,
@@ -405,18 +334,9 @@ def _compile_stage(options: BuildOptions, staging: Path, name: str) -> tuple[str
     )
 
 
-def _checked_linker(cc: str) -> str:
-    """``cc`` if it is on PATH, else ValueError saying where it comes from."""
-    if shutil.which(cc) is None:
-        raise ValueError(
-            f"{cc} is not on PATH: a cross build links its libraries with it "
-            f"(Debian/Ubuntu: apt-get install gcc-{cc.removesuffix('-gcc')})"
-        )
-    return cc
-
-
 def _compile_all(
-    options: BuildOptions, staging: Path, jobs: Sequence[str]
+    options: BuildOptions, target: BuildTarget, choices: Choices, chosen: Products,
+    staging: Path, jobs: Sequence[str],
 ) -> Iterator[tuple[str, StageEntry]]:
     """Compile every stage in ``jobs``, yielding (name, entry) as each finishes.
 
@@ -427,12 +347,15 @@ def _compile_all(
     workers = max(1, min(options.jobs, len(jobs)))
     if workers == 1:
         for name in jobs:
-            yield _compile_stage(options, staging, name)
+            yield _compile_stage(options, target, choices, chosen, staging, name)
         return
     context = multiprocessing.get_context("spawn")
     log = staging / artifacts.LOG
     with ProcessPoolExecutor(workers, context, _start_worker, (log,)) as pool:
-        futures = [pool.submit(_compile_stage, options, staging, name) for name in jobs]
+        futures = [
+            pool.submit(_compile_stage, options, target, choices, chosen, staging, name)
+            for name in jobs
+        ]
         try:
             for future in as_completed(futures):
                 yield future.result()

@@ -26,11 +26,9 @@ applies to it (without ``mcpu`` it is LLVM's ``generic`` CPU of that architectur
 instruction features are those the run side can tell on that architecture
 (kokoro_ext.run.cpu.AARCH64_FEATURES).  ``PRESETS`` names common boards and servers.
 
-**GPUs.**  ``webgpu``, ``cuda`` and its presets ``cuda-sm80`` ... ``cuda-sm90``
-(kokoro_ext.build.gpu_target: ``GPU_TARGETS``) are GPU targets: no CPU features, a host
-of their own (wasm32; generic x86-64), their own pipeline.  ``wasm`` (a browser's CPU)
-is an entry of the same table: an llvm target for wasm32 with SIMD, the CPU pipeline
-without the native kernels, linked and shipped as webgpu's stages are.
+**Other kinds.**  ``parse_target`` is the llvm kind's; the GPUs and the browser's CPU
+(``webgpu``, ``wasm``, ``cuda`` and its presets) are kokoro_ext.build.backend's, whose
+``resolve`` turns any ``--target`` into the one object a build takes.
 
 Every function that looks at the host takes ``host=`` so tests can simulate machines.
 """
@@ -46,14 +44,13 @@ from typing import Any
 import tvm
 import tvm_ffi
 
-from kokoro_ext.build.gpu_target import GPU_TARGETS, gpu_target
 from kokoro_ext.run import cpu
 from kokoro_ext.run.cpu import NO_CODEGEN, HostCPU, refusal
 
 __all__ = [
     "NO_CODEGEN", "PRESETS", "HostCPU", "check_runs_here", "cpu_model_features",
     "host_cpu", "host_mattr", "instruction_features", "is_cross", "linker", "llvm_host",
-    "missing_instructions", "parse_target", "refusal", "target_architecture",
+    "missing_instructions", "parse_target", "refusal", "target_architecture", "target_dict",
     "target_features", "target_instruction_features",
 ]  # fmt: skip
 
@@ -168,55 +165,59 @@ def _presets_text() -> str:
     return "; ".join(f"{name} ({what})" for name, (what, _) in PRESETS.items())
 
 
-def parse_target(text: str | Target, host: HostCPU | None = None) -> Target:
-    """``--target`` value -> TVM target dict; ValueError naming the problem.
+def target_dict(text: str | Target) -> Target:
+    """A ``--target`` value as a TVM target dict, as written: a preset's (``PRESETS``), a
+    JSON dict's, or the CLI form's (``llvm -mcpu=skylake-avx512 -mattr=+avx2,+fma``; a
+    word is ``{"kind": word}``); ValueError for text of neither form."""
+    if isinstance(text, str) and text.strip() in PRESETS:
+        return dict(PRESETS[text.strip()][1])
+    if isinstance(text, dict):
+        return dict(text)
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--target {text!r} is not valid JSON ({err})") from err
+    kind, *options = shlex.split(text) or [""]
+    target: Target = {"kind": kind}
+    for option in options:
+        key, sep, value = option.lstrip("-").partition("=")
+        if not option.startswith("-") or not sep or not value:
+            raise ValueError(
+                f"--target option {option!r} is not of the form -key=value "
+                "(e.g. llvm -mcpu=skylake-avx512)"
+            )
+        target[key] = value.split(",") if key == "mattr" else value
+    return target
+
+
+def parse_target(
+    text: str | Target, host: HostCPU | None = None, others: Iterable[str] = ()
+) -> Target:
+    """``--target`` value of a CPU -> TVM target dict; ValueError naming the problem.
 
     Accepts ``llvm``, the CLI form ``llvm -mcpu=skylake-avx512 -mattr=+avx2,+fma``, a
-    JSON dict and a preset name (``PRESETS``: rpi5, graviton3, ...).  Only the llvm kind
-    is supported (the native kernels are CPU code).  Without ``mcpu`` the target is
-    completed from ``host`` (default: this machine) with its CPU name and its exact
-    feature list (``mattr``); a user's own ``mattr`` comes after and wins.  A target of
-    another architecture (``mtriple``) takes nothing from the host: without ``mcpu`` it
-    is that architecture's ``generic`` CPU.
+    JSON dict and a preset name (``PRESETS``: rpi5, graviton3, ...): the llvm kind
+    (other kinds are kokoro_ext.build.backend's; ``others``, their --target words, for
+    the message refusing one).  Without ``mcpu`` the target is completed from ``host``
+    (default: this machine) with its CPU name and its exact feature list (``mattr``); a
+    user's own ``mattr`` comes after and wins.  A target of another architecture
+    (``mtriple``) takes nothing from the host: without ``mcpu`` it is that
+    architecture's ``generic`` CPU.
     """
-    if isinstance(text, str) and text.strip() in PRESETS:
-        text = PRESETS[text.strip()][1]
-    if isinstance(text, str) and text.lstrip().startswith("{"):
-        try:
-            text = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"--target {text!r} is not valid JSON ({err})") from err
-    if (gpu := gpu_target(text if isinstance(text, dict) else text.strip())) is not None:
-        return dict(gpu.target)
-    if isinstance(text, dict):
-        target = dict(text)
-    elif text.lstrip().startswith("{"):
-        try:
-            target = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"--target {text!r} is not valid JSON ({err})") from err
-    else:
-        kind, *options = shlex.split(text) or [""]
-        target = {"kind": kind}
-        for option in options:
-            key, sep, value = option.lstrip("-").partition("=")
-            if not option.startswith("-") or not sep or not value:
-                raise ValueError(
-                    f"--target option {option!r} is not of the form -key=value "
-                    "(e.g. llvm -mcpu=skylake-avx512)"
-                )
-            target[key] = value.split(",") if key == "mattr" else value
+    target = target_dict(text)
+    others = ", ".join(others) or "none"
     if target.get("kind") != "llvm":
         word = isinstance(text, str) and len(shlex.split(text)) == 1 and "{" not in text
         if word and target.get("kind") not in tvm.target.Target.list_kinds():
             raise ValueError(
                 f"--target {text.strip()!r} is neither a TVM target (llvm, 'llvm -mcpu=<cpu>', "
-                f"'llvm -mtriple=aarch64-linux-gnu -mcpu=<cpu>'), a GPU "
-                f"({', '.join(GPU_TARGETS)}) nor a preset: {_presets_text()}"
+                f"'llvm -mtriple=aarch64-linux-gnu -mcpu=<cpu>'), a GPU or browser "
+                f"({others}) nor a preset: {_presets_text()}"
             )
         raise ValueError(
             f"--target kind {target.get('kind')!r} is not supported: kokoro_ext builds for "
-            f"CPUs (llvm, optionally llvm -mcpu=<cpu>) and for {', '.join(GPU_TARGETS)}"
+            f"CPUs (llvm, optionally llvm -mcpu=<cpu>) and for {others}"
         )
     if isinstance(target.get("mattr"), str):
         target["mattr"] = target["mattr"].split(",")

@@ -1,4 +1,4 @@
-"""Our Relax and TIR passes, one module per family; kokoro_ext.build.pipeline orders them.
+"""Our Relax and TIR passes, one module per family; kokoro_ext.build.backend.cpu.pipeline orders them.
 
   dispatch   DispatchNativeKernels: GEMM-shaped ops -> the native kernels
   winograd   winograd_conv1d: long stride-1 native convolutions -> Winograd or packed taps

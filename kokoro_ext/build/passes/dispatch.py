@@ -1,7 +1,7 @@
 """Dispatch of GEMM-shaped Relax ops to the native kernels (cpp/src/dense.cc), as a pass.
 
 Like TVM's library dispatch passes (relax.backend.DispatchSortScan), ``DispatchNativeKernels``
-runs first in the pipeline (kokoro_ext.build.pipeline.library_dispatch_passes), on the
+runs first in the pipeline (kokoro_ext.build.backend.cpu.pipeline.library_dispatch_passes), on the
 module as imported, and reads each op's shapes from its Relax type: a symbolic length (a ``T.int64`` size var
 from torch.export.Dim) is as good as a static one, since the kernels read their shapes
 from the tensors at run time.  For float32:

@@ -14,7 +14,7 @@ next call's buffers are fresh mmaps, page-faulted in again (about 10,000 page fa
 synthesis of one word, 5-8% of its time).
 
 ``pooled_storage`` runs right after ``LowerRuntimeBuiltin`` (the pipeline's
-kokoro_ext.build.pipeline.finalize_passes) and sends each host ``R.vm.alloc_storage`` to
+kokoro_ext.build.backend.cpu.pipeline.finalize_passes) and sends each host ``R.vm.alloc_storage`` to
 ``kokoro_ext.alloc_storage`` (cpp/src/storage.cc): a pool that serves a request from the
 smallest freed buffer it fits in, and keeps a bounded amount of freed memory.  The
 storage it returns is the VM's own ``vm.Storage``, so ``R.vm.alloc_tensor`` and the kills

@@ -1,5 +1,5 @@
 """Our schedule rules for the fused PrimFuncs, applied in turn by ``schedule_in_turn``
-(kokoro_ext.build.pipeline runs them right after operator fusion).
+(kokoro_ext.build.backend.cpu.pipeline runs them right after operator fusion).
 
 TVM 0.27's CPU pipeline (relax.backend.cpu_generic) fuses operators (FuseOps/FuseTIR) but
 applies no schedule to the fused functions: each op in a fused function stays its own

@@ -26,7 +26,7 @@ runs them in order.  This is the one place that decides which passes run and whe
 
 Without ``native_dense`` and ``native_storage`` (and with the "tir" LSTM), a stage calls
 nothing of the native kernel library (cpp/): what a CPU without it takes, a browser's
-(the ``wasm`` target, kokoro_ext.build.gpu_target).
+(the ``wasm`` target, kokoro_ext.build.backend.browser).
 """
 
 from __future__ import annotations

@@ -1,26 +1,30 @@
 """The Relax pipeline our stages compile with for GPUs (WebGPU, and CUDA on the same
-lists), in the shape of TVM's CUDA pipeline (tvm.relax.backend.cuda.pipeline): four named
-pass lists and the pipeline that runs them in order.  The CPU one is
-kokoro_ext.build.pipeline; kokoro_ext.build.compiler picks by the target's kind.
+lists), in the shape of TVM's CUDA pipeline and built from its lists by pass name
+(tvm.relax.backend.cuda.pipeline): four named pass lists and the pipeline that runs them
+in order.  Each list checks that TVM's has the passes ours are placed by (``ANCHORS``),
+so that a TVM whose lists changed fails loudly.  The CPU one is
+kokoro_ext.build.backend.cpu.pipeline; a target's class chooses (kokoro_ext.build.backend).
 
   library_dispatch_passes  ``polyphase_conv_transpose``: the decoder's strided transposed
       convolutions as one stride-1 convolution of their phases, not over zeros
-      (kokoro_ext.build.passes.polyphase); ``DispatchSampling``; no ``DispatchSortScan``: the one scan of
-      the stages, the source stage's phase, is the project's own kernel
-      (kokoro_ext.build.kernels.phase_scan), and TVM's GPU scan fails on a symbolic
-      length.  No native kernels: they are CPU code.
-  legalize_passes  ``LiftTransformParams`` as on the CPU, and the weight transform out of
-      the module (``drop_transform_params``: it runs once, at build time, compiled for the
-      build machine); for WGSL, which has no 64- or 8-bit integers, cannot store bools
-      and TVM cannot print its infinities, ``WGSL_PASSES`` (kokoro_ext.build.passes.narrow);
-      ``compensated_cumsum``: the source stage's float64 phase sum in
-      float32 pairs (kokoro_ext.build.passes.scan); TVM's legalization and fusion; then dlight's GPU rules, ours
-      first where dlight is weak (kokoro_ext.build.passes.gpu_schedule); and the check
-      that every PrimFunc is scheduled (``check_scheduled``): a function left without
-      thread bindings would be compiled as host code, silently, or fail in codegen.
+      (kokoro_ext.build.passes.polyphase); TVM's ``DispatchSampling``; not its
+      ``DispatchSortScan``: the one scan of the stages, the source stage's phase, is the
+      project's own (``compensated_cumsum``, kokoro_ext.build.passes.scan), and TVM's GPU
+      scan fails on a symbolic length.  No native kernels: they are CPU code.
+  legalize_passes  before TVM's ``LegalizeOps``: ``LiftTransformParams`` as on the CPU,
+      and the weight transform out of the module (``drop_transform_params``: it runs once,
+      at build time, compiled for the build machine); for WGSL, which has no 64- or 8-bit
+      integers, cannot store bools and TVM cannot print its infinities, ``WGSL_PASSES``
+      (kokoro_ext.build.passes.narrow); ``compensated_cumsum``: the source stage's float64
+      phase sum in float32 pairs (kokoro_ext.build.passes.scan).  Then TVM's legalization
+      and fusion (no ``FoldConstant`` for WGSL), with its dlight schedule replaced by
+      dlight's GPU rules, ours first where dlight is weak
+      (kokoro_ext.build.passes.gpu_schedule), and the check that every PrimFunc is
+      scheduled (``check_scheduled``): a function left without thread bindings would be
+      compiled as host code, silently, or fail in codegen.
   dataflow_lower_passes  TVM's.
-  finalize_passes  TVM's generic GPU finalization, with the CPU pipeline's
-      ``exact_dynamic_sizes`` before the planner (kokoro_ext.build.passes.memory): no CPU
+  finalize_passes  TVM's, with the CPU pipeline's ``exact_dynamic_sizes`` before the
+      planner (kokoro_ext.build.passes.memory), and without ``RewriteCUDAGraph``: no CPU
       storage pool (its buffers are host memory), and no CUDA graphs.
 """
 
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 
 import tvm
 from tvm import relax
+from tvm.relax.backend.cuda import pipeline as cuda
 from tvm.s_tir import dlight as dl
 
 from kokoro_ext.build.passes.gpu_schedule import GPU_RULES, check_scheduled
@@ -64,67 +69,92 @@ def drop_transform_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) ->
     return relax.transform.DeadCodeElimination(["main"])(mod)
 
 
+def _named(passes: list[tvm.transform.Pass]) -> dict[str, tvm.transform.Pass]:
+    return {p.info.name: p for p in passes}
+
+
+def _anchored(passes: list[tvm.transform.Pass], names: tuple[str, ...], where: str) -> None:
+    """RuntimeError unless TVM's ``where`` list has every pass of ``names``: the passes
+    ours are placed by, or replace, or leave out (a TVM that moved one fails here, not
+    with a pipeline that silently runs something else)."""
+    missing = [n for n in names if n not in _named(passes)]
+    if missing:
+        raise RuntimeError(
+            f"tvm.relax.backend.cuda.pipeline.{where} has no {', '.join(missing)}: "
+            "kokoro_ext.build.backend.gpu.pipeline places its passes by them"
+        )
+
+
+#: TVM's CUDA passes this pipeline leaves out, by name: the one scan of the stages is ours
+#: (compensated_cumsum), and CUDA graphs would hold a call's storage across calls.
+LEFT_OUT = ("DispatchSortScan", "RewriteCUDAGraph")
+#: TVM's CUDA passes ours are placed by (before), or that ours replace.
+ANCHORS = {
+    "library_dispatch_passes": ("DispatchSampling", "DispatchSortScan"),
+    "legalize_passes": ("LegalizeOps", "FoldConstant", "FuseTIR", "ApplyDefaultSchedule"),
+    "dataflow_lower_passes": (),
+    "finalize_passes": ("StaticPlanBlockMemory", "RewriteCUDAGraph"),
+}
+
+
 def library_dispatch_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
     """The transposed convolutions by phases (the weight transform, compiled by the CPU
     pipeline for the build machine, rewrites them too: ``PipelineOptions.polyphase``),
-    and TVM's sampling dispatch (nothing of Kokoro's uses it; kept as TVM's list has it)."""
-    return [polyphase_conv_transpose, relax.backend.DispatchSampling()]
+    then TVM's CUDA list without ``DispatchSortScan``: ``DispatchSampling`` (nothing of
+    Kokoro's uses it; kept as TVM's list has it)."""
+    tvms = cuda.library_dispatch_passes(target)
+    _anchored(tvms, ANCHORS["library_dispatch_passes"], "library_dispatch_passes")
+    return [polyphase_conv_transpose] + [p for p in tvms if p.info.name not in LEFT_OUT]
 
 
 def legalize_passes(
     target: tvm.target.Target, options: GpuPipelineOptions = GpuPipelineOptions()
 ) -> list[tvm.transform.Pass]:
-    """Weight transforms lifted out of ``main``, int64 narrowed where asked, TVM's
-    legalization and fusion, our GPU rules then dlight's, and the scheduled check."""
+    """Weight transforms lifted out of ``main``, int64 narrowed where asked, then TVM's
+    CUDA list: its legalization and fusion, its dlight schedule replaced by our GPU rules
+    then dlight's, followed by the scheduled check."""
+    tvms = cuda.legalize_passes(target)
+    _anchored(tvms, ANCHORS["legalize_passes"], "legalize_passes")
     lift = [
         relax.transform.EliminateCommonSubexpr(),
         relax.transform.LiftTransformParams(),
         drop_transform_params,
     ]
     narrow = list(WGSL_PASSES) if options.wgsl else []
-    return (
-        lift
-        + narrow
-        + [
-            compensated_cumsum,
-            relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-        ]
-        # no FoldConstant after bool_as_int32: it would fold its read-backs of constants
-        # into bool constants, which WGSL cannot store (the stages' weights are
-        # parameters, so there is little else to fold)
-        + ([] if options.wgsl else [relax.transform.FoldConstant()])
-        + [
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
-            dl.ApplyDefaultSchedule(*GPU_RULES),
-            check_scheduled,
-        ]
-    )
+    passes: list[tvm.transform.Pass] = []
+    for p in tvms:
+        name = p.info.name
+        if name == "LegalizeOps":
+            passes += lift + narrow + [compensated_cumsum]
+        if name == "FoldConstant" and options.wgsl:
+            # no FoldConstant after bool_as_int32: it would fold its read-backs of
+            # constants into bool constants, which WGSL cannot store (the stages' weights
+            # are parameters, so there is little else to fold)
+            continue
+        if name == "ApplyDefaultSchedule":
+            passes += [dl.ApplyDefaultSchedule(*GPU_RULES), check_scheduled]
+            continue
+        passes.append(p)
+    return passes
 
 
 def dataflow_lower_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
-    """TVM's."""
-    return [
-        relax.transform.RewriteDataflowReshape(),
-        relax.transform.ToNonDataflow(),
-        relax.transform.RemovePurityChecking(),
-        relax.transform.CallTIRRewrite(),
-    ]
+    """TVM's CUDA list."""
+    return cuda.dataflow_lower_passes(target)
 
 
 def finalize_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
-    """TVM's generic GPU finalization, with ``exact_dynamic_sizes`` before the planner."""
-    return [
-        exact_dynamic_sizes,
-        relax.transform.StaticPlanBlockMemory(),
-        relax.transform.LowerAllocTensor(),
-        relax.transform.KillAfterLastUse(),
-        relax.transform.LowerRuntimeBuiltin(),
-        relax.transform.ComputePrimValue(),
-        relax.transform.VMShapeLower(),
-        relax.transform.AttachGlobalSymbol(),
-    ]
+    """TVM's CUDA list with ``exact_dynamic_sizes`` before the planner and without CUDA
+    graphs."""
+    tvms = cuda.finalize_passes(target)
+    _anchored(tvms, ANCHORS["finalize_passes"], "finalize_passes")
+    passes: list[tvm.transform.Pass] = []
+    for p in tvms:
+        if p.info.name == "StaticPlanBlockMemory":
+            passes.append(exact_dynamic_sizes)
+        if p.info.name not in LEFT_OUT:
+            passes.append(p)
+    return passes
 
 
 def get_gpu_pipeline(
@@ -148,7 +178,9 @@ def get_gpu_pipeline(
 
 
 __all__ = [
+    "ANCHORS",
     "GpuPipelineOptions",
+    "LEFT_OUT",
     "drop_transform_params",
     "dataflow_lower_passes",
     "finalize_passes",

@@ -1,0 +1,174 @@
+"""Browsers: stages that tvmjs loads, each linked with TVM's web runtime into one
+``<stage>.wasm``, shipped with the page (kokoro_ext/web/static), tvmjs and the voices,
+their large weights in a wire format (kokoro_ext.run.wire).
+
+  webgpu   WGSL kernels, wasm32 host code (kokoro_ext.build.web).  WGSL has no 64- or
+           8-bit integers: the stages' int64 tensors become int32, and so do the bool
+           tensors passed between kernels.
+  wasm     a browser's CPU, for browsers without WebGPU: the CPU pipeline's kernels as
+           wasm32 code with SIMD (simd128).  The convolutions, products and LSTM go to
+           the native kernels (cpp/) compiled by emscripten into the same module
+           (kokoro_ext.build.web.kernels); the storage is the VM's own, the weights
+           float32.  Token ids and lengths stay int64 (wasm32 has 64-bit integers;
+           kokoro.js passes tvmjs their bytes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import tvm
+
+from kokoro_ext.build.backend.base import BuildTarget
+from kokoro_ext.build.backend.cpu.pipeline import PipelineOptions, get_default_pipeline
+from kokoro_ext.build.backend.gpu import GpuTarget
+from kokoro_ext.build.backend.gpu.pipeline import GpuPipelineOptions
+from kokoro_ext.run.manifest import StageSignature, TensorSpec
+
+#: The browser's files of this package: the page and its module.
+STATIC = Path(__file__).resolve().parents[2] / "web" / "static"
+#: The wire formats a browser build's weights may take, its default first.
+WIRES = ("float16", "float32", "int8")
+
+
+class InBrowser:
+    """What the browser targets share: the suffix, the link, the page, the wire."""
+
+    library_suffix: ClassVar[str] = ".wasm"
+    #: whether the stages call the native kernels (cpp/), compiled by emscripten
+    native_kernels: ClassVar[bool] = False
+
+    def fcompile(self) -> Callable | None:
+        """emscripten's link with TVM's web runtime (and the native kernels where the
+        stages call them); refuses (ValueError) where emcc is missing."""
+        from kokoro_ext.build.web import kernels, runtime
+
+        runtime.emcc()  # refuses with how to install it, before any compiling
+        if self.native_kernels:
+            kernels.kernel_parts()  # compiled (or refused) before minutes of compiling
+            return kernels.link
+        return runtime.link
+
+    def add_files(self, directory: Path) -> None:
+        """tvmjs, the page and its modules (kokoro_ext/web/static), and the fetched voice
+        packs (``voices/<name>.bin``, listed in ``voices.json``), so that the folder works
+        from any static host."""
+        from kokoro_ext.build.web import runtime, text
+        from kokoro_ext.run import cache
+        from kokoro_ext.run.voices import list_voices
+
+        shutil.copyfile(runtime.tvmjs_script(), directory / runtime.TVMJS_FILE)
+        text.add_files(directory)  # text.js's espeak-ng and lexicons
+        for file in sorted(STATIC.iterdir()):
+            if file.is_file():
+                shutil.copyfile(file, directory / file.name)
+        # the page reads kokoro-js's raw float32 packs: .bin only
+        names = [n for n in list_voices() if (cache.voices_dir() / f"{n}.bin").is_file()]
+        (directory / "voices").mkdir(exist_ok=True)
+        for name in names:
+            voice = f"{name}.bin"
+            shutil.copyfile(cache.voices_dir() / voice, directory / "voices" / voice)
+        (directory / "voices.json").write_text(json.dumps(names))
+
+
+@dataclass(frozen=True)
+class WebGpuTarget(InBrowser, GpuTarget):
+    """WebGPU in a browser."""
+
+    options: ClassVar[Mapping[str, tuple[str, ...]]] = {**GpuTarget.options, "wire": WIRES}
+
+    @classmethod
+    def named(cls) -> Mapping[str, WebGpuTarget]:
+        return {WEBGPU.name: WEBGPU}
+
+    @classmethod
+    def claim(cls, target: Mapping[str, Any], text: str, host=None) -> WebGpuTarget | None:
+        return WEBGPU if target.get("kind") == "webgpu" else None
+
+    def check(self, executable: tvm.runtime.Executable, stage: str) -> None:
+        from kokoro_ext.build.web import wgsl
+
+        wgsl.check(executable, stage)
+
+    def signature(self, signature: StageSignature) -> StageSignature:
+        """int64 tensors as int32 (kokoro_ext.build.passes.narrow)."""
+        return narrowed(signature)
+
+
+@dataclass(frozen=True)
+class WasmTarget(InBrowser, BuildTarget):
+    """A browser's CPU: wasm32 with 128-bit SIMD (every browser since 2021-2023: Chrome
+    91, Firefox 89, Safari 16.4), through the CPU pipeline with the native kernels
+    compiled by emscripten (kokoro_ext.build.web.kernels), the VM's own allocator and
+    float32 weights."""
+
+    options: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "lstm_backend": ("native",),
+        "dense": ("native",),
+        "weight_dtype": ("float32",),
+        "precision": ("auto", "fp32"),
+        "wire": WIRES,
+    }
+    limited_because: ClassVar[str] = (
+        "its stages call the native kernels compiled by emscripten, in float32"
+    )
+    native_kernels: ClassVar[bool] = True
+    # the stages run in a browser: the weight transform is compiled for the build machine
+    transform_apart: ClassVar[bool] = True
+
+    @classmethod
+    def named(cls) -> Mapping[str, WasmTarget]:
+        return {WASM.name: WASM}
+
+    @classmethod
+    def claim(cls, target: Mapping[str, Any], text: str, host=None) -> WasmTarget | None:
+        """wasm's own TVM target only: any other llvm target is a CPU's."""
+        return WASM if dict(target) == dict(WASM.target) else None
+
+    def pipeline(self, options: PipelineOptions) -> tvm.transform.Pass:
+        # the VM's own storage: no native pool in a browser
+        options = dataclasses.replace(options, native_storage=False)
+        return get_default_pipeline(tvm.target.Target(dict(self.target)), options)
+
+
+def narrowed(signature: StageSignature) -> StageSignature:
+    """``signature`` with its int64 tensors as int32 (kokoro_ext.build.passes.narrow)."""
+
+    def narrow(spec: TensorSpec) -> TensorSpec:
+        return dataclasses.replace(spec, dtype="int32") if spec.dtype == "int64" else spec
+
+    return dataclasses.replace(
+        signature,
+        inputs=tuple(map(narrow, signature.inputs)),
+        outputs=tuple(map(narrow, signature.outputs)),
+    )
+
+
+WEBGPU = WebGpuTarget(
+    name="webgpu",
+    what="WebGPU in a browser: WGSL kernels, wasm32 host code with TVM's web runtime",
+    target={"kind": "webgpu", "host": {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm"}},
+    # 16 operators a kernel: at most 9 storage buffers, 80 kB of WGSL (the decoder)
+    gpu_pipeline=GpuPipelineOptions(wgsl=True, fuse_depth=16),
+    # float32 kernels of at most 256 threads a work group: WebGPU's default limits
+    requires={"features": [], "limits": {"maxComputeInvocationsPerWorkgroup": 256}},
+)
+
+WASM = WasmTarget(
+    name="wasm",
+    what="a browser's CPU without WebGPU: wasm32 SIMD code with TVM's web runtime",
+    target={"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm", "mcpu": "generic",
+            "mattr": ["+simd128"]},
+    requires={"wasm_features": ["simd128"]},
+    # A wasm32 instance has at most 2 GB: the decoder's, with its 262 MB of weights, grows
+    # about 0.5 MB a frame (474 MiB at 285 frames in Chromium, its storage planned for the
+    # call's batch: kokoro_ext.build.passes.memory.exact_dynamic_sizes), so 2048 frames
+    # (82 s of audio) stay near 1.3 GB.  Longer chunks are halved by the page (tts.js).
+    max_frames=2048,
+)  # fmt: skip
