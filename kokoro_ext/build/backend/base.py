@@ -84,6 +84,8 @@ class BuildTarget:
     def choose(self, **given: str | None) -> Choices:
         """The build's options (``FLAGS``' names; None: not given) as this target takes
         them; ValueError naming the option and the target for one it cannot honour."""
+        if unknown := set(given) - set(FLAGS):
+            raise TypeError(f"no build option {', '.join(sorted(unknown))}")
         chosen = {}
         for option, flag in FLAGS.items():
             value, allowed = given.get(option), self.options.get(option, ())

@@ -54,7 +54,6 @@ class CpuTarget(BuildTarget):
         "weight_dtype": WEIGHT_DTYPES,
         "precision": PRECISIONS,
     }
-    limited_because: ClassVar[str] = "a CPU build's weights are the arrays as they are"
 
     @classmethod
     def claim(cls, target: Mapping[str, Any], text: str, host=None) -> CpuTarget | None:
