@@ -14,9 +14,12 @@ working tree together): build here, carry, run one command.
    ``prepare`` writes ``gpu-bundle/`` (19 MiB for the real config's sm_90 build; it
    prints the size, with the repository's other files, and refuses past 64 MiB):
 
-   * this checkout's ``kokoro_ext`` (Python; for a CUDA build no native kernels: it runs
-     none) with TVM's runtime libraries in ``kokoro_ext/lib`` as a runtime wheel lays
-     them out (``libtvm_runtime.so``, ``libtvm_runtime_cuda.so``, the version record);
+   * this checkout's ``kokoro_ext`` (Python) with, in ``kokoro_ext/lib`` as a runtime
+     wheel lays them out, TVM's runtime libraries (``libtvm_runtime.so``,
+     ``libtvm_runtime_cuda.so``, the version record) and the native kernel library built
+     for portable x86-64 levels (``KERNEL_VARIANTS``: the machine there is another CPU
+     than this one), with OpenBLAS (scipy-openblas32), which it links: the host steps
+     draw the source noise with it (kokoro_ext.run.noise);
    * the tvm-ffi package, with the compiled core of every Python it was given besides
      this one's (``--tvm-ffi-wheel``; by default prepare downloads the cp312 wheel of
      the installed version with pip, as ``pip download --no-deps --only-binary=:all:
@@ -38,8 +41,7 @@ working tree together): build here, carry, run one command.
      ``Synthesizer.stream`` cuts them (``inputs.json``: no G2P there).
 
    A CPU build (``--target llvm``) can be prepared too, for ``run --dry-run``: its
-   libraries keep their own transform, and the bundle then carries the native kernel
-   library and OpenBLAS (scipy-openblas32) that they call.
+   libraries keep their own transform and call the native kernels.
 
 2. There (``gpu-bundle`` an ignored folder of the repository's root, named in the
    device call's ``carry``):
@@ -97,6 +99,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: what a device call carries at most: the bundle and the rest of the working tree
 CARRY_LIMIT = 64 * 2**20
+#: the native kernel library's variants a bundle carries (kokoro_ext.run.native.VARIANTS):
+#: x86-64-v3 for the GPU machines' Xeons, x86-64 for any other
+KERNEL_VARIANTS = ("avx2", "baseline")
 #: the bundle's folders: the build, the host-compiled weight transforms
 BUILD, TRANSFORMS = "artifacts", "transforms"
 #: the duration head of the random model: its bias, and the L1 norm of each weight row at
@@ -125,12 +130,14 @@ def _tree_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _repository_size(root: Path, bundle: Path) -> int | None:
-    """Bytes of what a device call carries besides ``bundle``: the tracked files and the
-    untracked ones git does not ignore (None outside a git checkout)."""
+def _repository_size(root: Path, bundle: Path, which: str) -> int | None:
+    """Bytes of the files besides ``bundle`` that a device call carries from the checkout
+    at ``root``: ``which`` "tracked", or "untracked" (those git does not ignore, which a
+    call carries too); None outside a git checkout."""
+    flags = ["--cached"] if which == "tracked" else ["--others", "--exclude-standard"]
     try:
         listed = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            ["git", "-C", str(root), "ls-files", "-z", *flags],
             check=True, capture_output=True,
         ).stdout  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
@@ -234,6 +241,7 @@ def prepare(
     from kokoro_ext.run.manifest import TensorSpec
     from kokoro_ext.run.weights import load_weights
     from kokoro_ext.text.pipeline import Chunking, Progress, TextPipeline
+    from kokoro_ext.tools.wheel import cached_kernels
 
     manifest = files.read_manifest(artifacts)
     gpu = gpu_target(dict(manifest.target))
@@ -251,13 +259,16 @@ def prepare(
     for name in (native.RUNTIME_NAME, RUNTIME_NAME):
         shutil.copy2(runtime.path.with_name(name), lib / name)
     (lib / native.RUNTIME_RECORD).write_text(json.dumps({"version": runtime.version}) + "\n")
-    if gpu is None:  # a CPU build's stages (and transform) call the native kernels
-        kernels = native.library_path()
-        shutil.copy2(kernels, lib / native.LIBRARY_NAME)
-        shutil.copy2(native.record_path(kernels), lib / native.CPU_RECORD)
-        openblas = native.openblas_library().parents[1]
-        shutil.copytree(openblas, out / openblas.name,
-                        ignore=shutil.ignore_patterns("__pycache__", "include", "*.a"))  # fmt: skip
+    # the native kernels: a CPU build's stages and transform call them, and every build's
+    # host steps draw the source noise with them (kokoro_ext.run.noise); the variants of a
+    # runtime wheel, for portable x86-64 levels (the machine there is another CPU than
+    # this one), each with its CPU record; the loader takes the best one that runs there
+    for kernels in cached_kernels("x86_64", KERNEL_VARIANTS):
+        shutil.copy2(kernels, lib / kernels.name)
+        shutil.copy2(native.record_path(kernels), lib / native.record_path(kernels).name)
+    openblas = native.openblas_library().parents[1]
+    shutil.copytree(openblas, out / openblas.name,
+                    ignore=shutil.ignore_patterns("__pycache__", "include", "*.a"))  # fmt: skip
     copy_tvm_ffi(out, list(ffi_wheels or []), python)
     vendor_kokoro(out)
     shutil.copytree(artifacts, out / BUILD,
@@ -302,14 +313,21 @@ def prepare(
         inputs[name] = [c.piece.phonemes for c in chunks.chunks]
     (out / "inputs.json").write_text(json.dumps(inputs, ensure_ascii=False, indent=1))
 
+    # the limit is checked on the bundle and the tracked files, which a clean checkout
+    # has too; untracked files a user keeps are named, since a call carries them as well
     size = _tree_size(out)
-    rest = _repository_size(root, out)
-    total = size + (rest or 0)
+    tracked = _repository_size(root, out, "tracked")
+    total = size + (tracked or 0)
     log(f"wrote {out}: {size / 2**20:.1f} MiB"
-        + (f"; with the repository's other files {total / 2**20:.1f} MiB" if rest else "")
+        + (f"; with the repository's tracked files {total / 2**20:.1f} MiB" if tracked else "")
         + f" of the {CARRY_LIMIT / 2**20:.0f} MiB a device call carries")  # fmt: skip
     if total > CARRY_LIMIT:
         raise SystemExit(f"{out} does not fit a device call: {total / 2**20:.1f} MiB")
+    untracked = _repository_size(root, out, "untracked")
+    if untracked and total + untracked > CARRY_LIMIT:
+        log(f"warning: this checkout's untracked files that git does not ignore "
+            f"({untracked / 2**20:.1f} MiB) would travel with a device call too and take it "
+            f"over {CARRY_LIMIT / 2**20:.0f} MiB: move them away or ignore them")  # fmt: skip
     return out
 
 
@@ -409,19 +427,182 @@ def make_weights(directory: Path, seed: int, log=print):
     return model
 
 
+class _tf32:
+    """PyTorch's TF32 switches (matmul, cuDNN) set to ``allow`` for a block; None keeps
+    PyTorch's defaults."""
+
+    def __init__(self, torch, allow: bool | None):
+        self.torch, self.allow = torch, allow
+
+    def __enter__(self):
+        backends = self.torch.backends
+        self.saved = (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32)
+        if self.allow is not None:
+            backends.cuda.matmul.allow_tf32 = backends.cudnn.allow_tf32 = self.allow
+
+    def __exit__(self, *exc):
+        self.torch.backends.cuda.matmul.allow_tf32, self.torch.backends.cudnn.allow_tf32 = self.saved
+
+
+class StageClock:
+    """A stage provider that adds each stage's wall time (its outputs are on the host when
+    it returns, so the device is done) to ``seconds``."""
+
+    def __init__(self, provider):
+        self.provider, self.seconds = provider, {}
+
+    def __call__(self, name: str):
+        stage = self.provider(name)
+
+        def timed(**inputs):
+            start = time.perf_counter()
+            outputs = stage(**inputs)
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            return outputs
+
+        return timed
+
+
+def warm_times(synth, model, inputs: dict, repeat: int, device: str) -> dict:
+    """Warm medians of ``repeat`` per text, the engines interleaved in one process:
+
+    * ``tvm``: the build, chunk by chunk as Synthesizer runs it (kokoro_ext.run.pipeline
+      .synthesize_ids), each stage timed, the rest being the host steps;
+    * ``kmodel``: kokoro's whole ``KModel`` forward on the same device, the call a kokoro
+      user makes (``model(phonemes, ref_s)``): the baseline of the ratio;
+    * ``torch-stages``: PyTorch's stage modules through the same host steps as the
+      build (the per-stage table's reference).
+    """
+    import copy
+
+    import numpy as np
+    import torch
+
+    from kokoro_ext.run.pipeline import synthesize_ids, voice_style
+    from kokoro_ext.text import phonemes_to_ids
+    from kokoro_ext.tools.engines import torch_provider
+
+    kmodel = copy.deepcopy(model).to(device).eval()
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def styled(phon):
+        ids = phonemes_to_ids(phon, synth.vocab)
+        return ids, voice_style(synth.voice, len(ids) - 2)
+
+    def pipeline(provider):
+        def speak(chunks, frames):
+            for phon in chunks:
+                ids, style = styled(phon)
+                trace = synthesize_ids(provider, synth.geometry, ids, style, synth.limits, 1.0, 0)
+                frames.append(trace.frames)
+                yield
+        return speak
+
+    def whole(chunks, frames):
+        for phon in chunks:
+            _, style = styled(phon)
+            with torch.no_grad():
+                audio = kmodel(phon, torch.from_numpy(style).to(device))
+            sync()
+            frames.append(int(audio.shape[-1]) // synth.geometry.samples_per_frame)
+            yield
+
+    clock = StageClock(synth._stage)
+    engines = {"tvm": pipeline(clock), "kmodel": whole,
+               "torch-stages": pipeline(torch_provider(model, device=device))}  # fmt: skip
+
+    def once(engine, chunks):
+        frames: list[int] = []
+        clock.seconds = {}
+        start = time.perf_counter()
+        first = None
+        for _ in engines[engine](chunks, frames):
+            sync()
+            first = first if first is not None else time.perf_counter() - start
+        total = time.perf_counter() - start
+        return {"seconds": total, "first_chunk_seconds": first, "frames": frames,
+                "stages": dict(clock.seconds) if engine == "tvm" else {}}  # fmt: skip
+
+    warm_text = next(iter(inputs))
+    for engine in engines:  # loads, first-call allocations
+        once(engine, inputs[warm_text])
+    times: dict = {}
+    for text, chunks in inputs.items():
+        runs = {engine: [] for engine in engines}
+        for _ in range(repeat):
+            for engine in engines:
+                runs[engine].append(once(engine, chunks))
+        row: dict = {}
+        for engine, done in runs.items():
+            row[engine] = {
+                "seconds": statistics.median(r["seconds"] for r in done),
+                "first_chunk_seconds": statistics.median(r["first_chunk_seconds"] for r in done),
+            }
+        stage_seconds = {name: statistics.median(r["stages"][name] for r in runs["tvm"])
+                         for name in runs["tvm"][0]["stages"]}  # fmt: skip
+        row["tvm"]["stages"] = stage_seconds
+        row["tvm"]["host_seconds"] = row["tvm"]["seconds"] - sum(stage_seconds.values())
+        row["frames_per_chunk"] = runs["tvm"][0]["frames"]
+        row["tvm_over_kmodel"] = row["tvm"]["seconds"] / row["kmodel"]["seconds"]
+        row["tvm_over_torch_stages"] = row["tvm"]["seconds"] / row["torch-stages"]["seconds"]
+        times[text] = row
+        ms = lambda v: f"{v * 1e3:8.1f}"  # noqa: E731
+        per_stage = " ".join(f"{n} {ms(v).strip()}" for n, v in stage_seconds.items())
+        print(f"{text:<10} tvm {ms(row['tvm']['seconds'])} ms (first {ms(row['tvm']['first_chunk_seconds'])}; "
+              f"{per_stage}; host {ms(row['tvm']['host_seconds']).strip()})  KModel "
+              f"{ms(row['kmodel']['seconds'])} ms  x{row['tvm_over_kmodel']:.2f}  stages "
+              f"{ms(row['torch-stages']['seconds'])} ms  frames {row['frames_per_chunk']}")  # fmt: skip
+    return times
+
+
+def memory_soak(synth, inputs: dict, device: str, requests: int, checkpoint: int) -> dict:
+    """Device memory in use after ``checkpoint`` and after ``requests`` requests of mixed
+    lengths through the build (each a chunk cut to a length drawn from a fixed seed, so
+    most lengths are new), PyTorch's cache emptied before each reading."""
+    import random
+
+    import torch
+
+    from kokoro_ext.run.errors import NothingToSay
+
+    chunks = [c for text in inputs.values() for c in text]
+    draw = random.Random(0)
+    used: dict[int, int | None] = {}
+    for request in range(1, requests + 1):
+        chunk = draw.choice(chunks)
+        try:
+            synth.synthesize_phonemes(chunk[: draw.randint(1, len(chunk))])
+        except NothingToSay:  # a cut of nothing but spaces
+            synth.synthesize_phonemes(chunk)
+        if request in (checkpoint, requests):
+            if device == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                free, total = torch.cuda.mem_get_info()
+                used[request] = total - free
+            else:
+                used[request] = None
+    first, last = used[checkpoint], used[requests]
+    report = {f"device_used_after_{checkpoint}": first, f"device_used_after_{requests}": last,
+              "growth": (last / first) if first else None}  # fmt: skip
+    if first:
+        print(f"device memory in use: {first / 2**20:.0f} MiB after {checkpoint} requests, "
+              f"{last / 2**20:.0f} MiB after {requests} (x{last / first:.2f})")  # fmt: skip
+    return report
+
+
 def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int = 0) -> dict:
     # tvm-ffi would JIT-compile a torch extension at import where torch lacks the DLPack
     # exchange API; nothing here hands torch tensors to TVM
     os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")
     directory = directory.resolve()
     sys.path.insert(0, str(directory))
-    import numpy as np
     import torch
 
-    from kokoro_ext.run.pipeline import synthesize_ids, voice_style
     from kokoro_ext.run.synthesizer import Synthesizer
-    from kokoro_ext.text import phonemes_to_ids
-    from kokoro_ext.tools.engines import torch_provider
     from kokoro_ext.tools.validate import format_table, verdict, validate
 
     device = "cpu" if dry_run else "cuda"
@@ -439,60 +620,24 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
     if dry_run:
         inputs = dict(list(inputs.items())[:1])
 
-    # every stage against PyTorch float32 on the same device, and the waveform's SNR
+    # every stage against PyTorch float32 on the same device, and the waveform's SNR:
+    # judged with TF32 off (the float32 bound is for float32 products); PyTorch's default
+    # (cuDNN's convolutions may use TF32) reported beside it
     phonemes = inputs[next(iter(inputs))][0]
-    results = validate(synth, phonemes, seed=0, device=device, model=model)
-    table = format_table(results)
-    passed, rule = verdict(synth.manifest.weight_dtype, results, synth.manifest.precision)
-    print(table, "\n", rule, sep="")
-    report["stages"] = [r.__dict__ for r in results]
-    report["float32_bound"] = {"passed": passed, "rule": rule}
+    report["fidelity"] = {}
+    for mode, tf32 in (("tf32_off", False), ("torch_default", None)):
+        with _tf32(torch, tf32):
+            results = validate(synth, phonemes, seed=0, device=device, model=model)
+        passed, rule = verdict(synth.manifest.weight_dtype, results, synth.manifest.precision)
+        print(f"-- fidelity, PyTorch {mode}", format_table(results), rule, sep="\n")
+        report["fidelity"][mode] = {"stages": [r.__dict__ for r in results],
+                                    "passed": passed, "rule": rule}  # fmt: skip
+    report["stages"] = report["fidelity"]["tf32_off"]["stages"]
+    report["float32_bound"] = {k: report["fidelity"]["tf32_off"][k] for k in ("passed", "rule")}
 
-    # warm times per text: the build and PyTorch eager, chunk by chunk, same host steps
-    eager = torch_provider(model, device=device)
-    engines = {"tvm": synth._stage, "torch-eager": eager}
-    frames: dict = {}
-
-    def speak(stages, text, chunks):
-        first = None
-        start = time.perf_counter()
-        for phon in chunks:
-            ids = phonemes_to_ids(phon, synth.vocab)
-            style = voice_style(synth.voice, len(ids) - 2)
-            trace = synthesize_ids(stages, synth.geometry, ids, style, synth.limits, 1.0, 0)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            first = first if first is not None else time.perf_counter() - start
-            frames.setdefault(text, []).append(int(np.sum(trace.durations)))
-        return time.perf_counter() - start, first
-
-    for stages in engines.values():  # warm-up: loads, first-call allocations
-        text = next(iter(inputs))
-        speak(stages, text, inputs[text])
-    times: dict = {}
-    for text, chunks in inputs.items():
-        times[text] = {}
-        for engine, stages in engines.items():
-            runs = [speak(stages, text, chunks) for _ in range(repeat)]
-            total = statistics.median(r[0] for r in runs)
-            first = statistics.median(r[1] for r in runs)
-            times[text][engine] = {"seconds": total, "first_chunk_seconds": first}
-        ratio = times[text]["tvm"]["seconds"] / times[text]["torch-eager"]["seconds"]
-        times[text]["tvm_over_eager"] = ratio
-        times[text]["frames_per_chunk"] = frames[text][: len(chunks)]
-        print(f"{text:<10} tvm {times[text]['tvm']['seconds'] * 1e3:9.1f} ms "
-              f"(first {times[text]['tvm']['first_chunk_seconds'] * 1e3:7.1f})  eager "
-              f"{times[text]['torch-eager']['seconds'] * 1e3:9.1f} ms  x{ratio:.2f}  "
-              f"frames {frames[text][: len(chunks)]}")  # fmt: skip
-    report["warm"] = times
-    if device == "cuda":
-        free, total = torch.cuda.mem_get_info()
-        report["memory"] = {
-            "device_used_bytes": total - free,
-            "torch_peak_bytes": torch.cuda.max_memory_allocated(),
-        }
-        print(f"device memory in use: {(total - free) / 2**20:.0f} MiB "
-              f"(torch's peak {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB)")  # fmt: skip
+    report["warm"] = warm_times(synth, model, inputs, repeat, device)
+    report["memory"] = memory_soak(synth, inputs, device, requests=12 if dry_run else 200,
+                                   checkpoint=4 if dry_run else 10)  # fmt: skip
     if out is not None:
         out.write_text(json.dumps(report, indent=1, default=str))
     return report

@@ -70,8 +70,22 @@ def test_bundle_dry_run_without_tvm_kokoro_or_transformers(build_dir, tmp_path):
     report = json.loads(report_path.read_text())
     assert report["device"] == "cpu" and report["seed"] == 2
     assert report["float32_bound"]["passed"], done.stdout
+    assert set(report["fidelity"]) == {"tf32_off", "torch_default"}
     names = {s["name"] for s in report["stages"]}
     assert {"text.duration", "decoder.audio", "waveform vs kokoro"} <= names
-    (text, times), = report["warm"].items()
-    assert times["tvm"]["seconds"] > 0 and times["torch-eager"]["seconds"] > 0
-    assert all(0 < f for f in times["frames_per_chunk"])
+    (text, row), = report["warm"].items()
+    assert set(row["tvm"]["stages"]) == {"text", "prosody", "source", "decoder"}
+    # the stages and the host steps make up the build's time
+    assert 0 <= row["tvm"]["host_seconds"] < row["tvm"]["seconds"]
+    assert sum(row["tvm"]["stages"].values()) + row["tvm"]["host_seconds"] == pytest.approx(
+        row["tvm"]["seconds"])
+    for engine in ("tvm", "kmodel", "torch-stages"):
+        assert 0 < row[engine]["first_chunk_seconds"] <= row[engine]["seconds"]
+    assert row["tvm_over_kmodel"] == pytest.approx(row["tvm"]["seconds"] / row["kmodel"]["seconds"])
+    assert all(0 < f for f in row["frames_per_chunk"])
+    assert "KModel" in done.stdout and text in done.stdout
+    # the memory soak ran its requests (a CPU has no device memory to read)
+    assert set(report["memory"]) == {"device_used_after_4", "device_used_after_12", "growth"}
+    # the native kernels it ran are a portable variant, not this machine's own build
+    assert sorted(p.name for p in (bundle / "kokoro_ext" / "lib").glob("libkokoro_ext_kernels*.so")) == [
+        f"libkokoro_ext_kernels.{v}.so" for v in sorted(gpu.KERNEL_VARIANTS)]

@@ -5,7 +5,7 @@ fatbin: machine code for the architectures the manifest's ``requires`` lists, an
 PTX that the driver compiles for a later GPU.  Running them takes TVM's CUDA runtime
 library (``libtvm_runtime_cuda.so``: beside ``libtvm_runtime.so`` in the apache-tvm
 wheel or a runtime wheel), the CUDA 13 runtime (``libcudart.so.13``: the
-``nvidia-cuda-runtime`` wheel, ``pip install kokoro-ext[cuda]``, or a CUDA install), and
+``nvidia-cuda-runtime`` wheel, ``pip install kokoro-tvm-ext[cuda]``, or a CUDA install), and
 the NVIDIA driver's ``libcuda.so.1``, with a GPU.  ``check_device`` refuses, naming what
 is missing, before anything of TVM runs.
 """
@@ -60,7 +60,7 @@ def load_runtime() -> Path:
     except OSError as err:
         raise ValueError(
             f"the CUDA 13 runtime ({CUDART_NAME}) does not load ({err}): "
-            "pip install 'kokoro-ext[cuda]' (the nvidia-cuda-runtime wheel), or install "
+            "pip install 'kokoro-tvm-ext[cuda]' (the nvidia-cuda-runtime wheel), or install "
             "CUDA 13 and put its lib64 on LD_LIBRARY_PATH"
         ) from None
     path = native.runtime_library().path.with_name(RUNTIME_NAME)

@@ -27,6 +27,7 @@ g++-aarch64-linux-gnu):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -107,17 +108,52 @@ def cmake_kernels(
     return out / (native.Variant(variant, march).file_name if variant else native.LIBRARY_NAME)
 
 
-def build_kernels(arch: str, out: Path, jobs: int = 2) -> list[Path]:
-    """Every variant of ``arch``'s kernel library (native.VARIANTS) in ``out``, each with
-    its CPU record, finding what it links relative to itself (``RPATH``)."""
+def build_kernels(
+    arch: str, out: Path, jobs: int = 2, names: Sequence[str] | None = None
+) -> list[Path]:
+    """Every variant of ``arch``'s kernel library (native.VARIANTS), or those ``names``, in
+    ``out``, each with its CPU record, finding what it links relative to itself (``RPATH``)."""
     site = target_site(arch)
     libraries = []
     for variant in native.VARIANTS[arch]:
+        if names is not None and variant.name not in names:
+            continue
         library = cmake_kernels(out, site, variant.march, arch, variant.name, jobs)
         # CMake adds the build site's folders to the search path: not on another machine
         run_command([_tool("patchelf"), "--set-rpath", RPATH, library])
         libraries.append(library)
     return libraries
+
+
+def kernel_sources_digest() -> str:
+    """SHA-256 over the kernel library's sources and build files (cpp/, CMakeLists.txt)
+    and the pin of the wheels it links."""
+    digest = hashlib.sha256()
+    files = [REPO_ROOT / "CMakeLists.txt", REPO_ROOT / "upstream" / "tvm.pin"]
+    files += sorted(p for p in (REPO_ROOT / "cpp").rglob("*") if p.is_file())
+    for path in files:
+        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def cached_kernels(arch: str, names: Sequence[str], jobs: int = 2) -> list[Path]:
+    """The variants ``names`` of ``arch``'s kernel library, built once per state of the
+    sources into the cache (``<cache>/kernels/<arch>-<digest>``) and reused after."""
+    from kokoro_ext.run.cache import cache_dir
+
+    folder = cache_dir() / "kernels" / f"{arch}-{kernel_sources_digest()[:16]}"
+    wanted = [v for v in native.VARIANTS[arch] if v.name in names]
+    if len(wanted) != len(names):
+        known = ", ".join(v.name for v in native.VARIANTS[arch])
+        raise ValueError(f"{arch} has no kernel variant among {list(names)} (variants: {known})")
+    paths = [folder / v.file_name for v in wanted]
+    if not all(p.is_file() and native.record_path(p).is_file() for p in paths):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="kernels-", dir=folder.parent))
+        build_kernels(arch, scratch, jobs, names)
+        shutil.rmtree(folder, ignore_errors=True)
+        scratch.rename(folder)  # whole or not at all: a stopped build leaves no half folder
+    return paths
 
 
 def copy_runtime(arch: str, out: Path) -> Path:

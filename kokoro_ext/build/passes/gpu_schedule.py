@@ -89,6 +89,8 @@ class Convolution(dl.ScheduleRule):
             sch = self._tiled(func)
         except (ScheduleError, AssertionError, _NotTileable):
             sch = None
+        if sch is not None and not _registers_fit(sch.mod, target):
+            sch = s_tir.Schedule(_compact_to_tiles(sch.mod))
         if sch is None or not _registers_fit(sch.mod, target):
             return dl.gpu.Fallback().apply(func, target, tunable)
         return sch
@@ -148,6 +150,32 @@ class Convolution(dl.ScheduleRule):
         return sch
 
 
+def _compaction(strict: bool) -> tvm.transform.Pass:
+    """TVM's lowering up to and including CompactBufferAllocation, as its TIR pipeline
+    (s_tir.pipeline) runs it."""
+    return tvm.transform.Sequential(
+        [
+            s_tir.transform.LowerCrossThreadReduction(),
+            s_tir.transform.LowerInitBlock(),
+            s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+            s_tir.transform.ConvertBlocksToOpaque(),
+            s_tir.transform.CompactBufferAllocation(strict),
+        ]
+    )
+
+
+def _compact_to_tiles(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with each allocation compacted to the region its accesses cover (a tile's
+    registers: 16 inputs, 4 x 4 sums), not clipped to the whole tensor's symbolic
+    length.  The strict compaction TVM's pipeline runs clips each tile by the tensor's
+    extent (``min(n * 120 + 7, 16)``) where it cannot prove the length covers a tile;
+    CUDA's codegen refuses such a stack allocation.  The tile's accesses are guarded
+    by the outputs' bounds, so the tile-sized array is never read or written past
+    what the clipped one would be.  TVM's pipeline runs the same passes again on the
+    result, which leave it as it is (a constant tile clips to itself)."""
+    return _compaction(strict=False)(mod)
+
+
 def _registers_fit(mod: tvm.IRModule, target: Target) -> bool:
     """Whether the register arrays of ``mod``'s schedule have the sizes ``target``'s
     codegen needs, once TVM's lowering has compacted them to the regions a thread uses.
@@ -158,15 +186,7 @@ def _registers_fit(mod: tvm.IRModule, target: Target) -> bool:
     bound; CUDA's takes only constant sizes, so there the function gets a thread per
     output instead.
     """
-    lowered = tvm.transform.Sequential(
-        [
-            s_tir.transform.LowerCrossThreadReduction(),
-            s_tir.transform.LowerInitBlock(),
-            s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
-            s_tir.transform.ConvertBlocksToOpaque(),
-            s_tir.transform.CompactBufferAllocation(),
-        ]
-    )(mod)
+    lowered = _compaction(strict=True)(mod)
     extents: list[tirx.PrimExpr] = []
     tvm_ffi.structural_walk(
         lowered["main"].body,
