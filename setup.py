@@ -194,7 +194,7 @@ setup(
         "audio": ["soundfile>=0.13", "lameenc", "av>=18"],
         # a CUDA build's run side (kokoro_ext.run.cuda): TVM's CUDA runtime links the CUDA
         # 13 runtime library; the driver's libcuda.so.1 comes with the NVIDIA driver
-        "cuda": ["nvidia-cuda-runtime>=13,<14"],
+        "cuda": ["nvidia-cuda-runtime>=13,<14", "nvidia-cudnn-cu13>=9,<10"],
         # python -m kokoro_ext.serve: the OpenAI-compatible speech server
         "serve": ["starlette", "uvicorn", "kokoro-tvm-ext[audio]"],
         # bench/: the engines compared (PyTorch eager and torch.compile through the build
