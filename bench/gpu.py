@@ -102,8 +102,9 @@ CARRY_LIMIT = 64 * 2**20
 #: the native kernel library's variants a bundle carries (kokoro_ext.run.native.VARIANTS):
 #: x86-64-v3 for the GPU machines' Xeons, x86-64 for any other
 KERNEL_VARIANTS = ("avx2", "baseline")
-#: the bundle's folders: the build, the host-compiled weight transforms
-BUILD, TRANSFORMS = "artifacts", "transforms"
+#: the bundle's folders: the builds (each in its own, by its folder's name here), their
+#: host-compiled weight transforms (``transforms/<build>/<stage>.so``)
+BUILDS, TRANSFORMS = "builds", "transforms"
 #: the duration head of the random model: its bias, and the L1 norm of each weight row at
 #: most (see the docstring: 1 to 7 frames a token, 3 where the LSTM's output is small)
 DURATION_BIAS, DURATION_ROW_L1 = -2.75, 1.0
@@ -223,30 +224,25 @@ def copy_tvm_ffi(out: Path, wheels: list[Path], python: str) -> None:
 
 
 def prepare(
-    artifacts: Path, out: Path, ffi_wheels: list[Path] | None = None, python: str = "3.12",
-    log=print,
+    artifacts: Path | list[Path], out: Path, ffi_wheels: list[Path] | None = None,
+    python: str = "3.12", log=print,
 ) -> Path:  # fmt: skip
-    import numpy as np
-
+    """The bundle of the builds ``artifacts`` (one or several, of one config: timed side
+    by side there) in ``out``."""
     sys.path.insert(0, str(HERE))
     from user import TEXTS  # bench/user.py's texts
 
-    from kokoro_ext.build.compiler import compile_host_transform
-    from kokoro_ext.build.gpu_target import gpu_target
-    from kokoro_ext.build.model import build_model
-    from kokoro_ext.build.stages import STAGES
     from kokoro_ext.run import artifacts as files
     from kokoro_ext.run import native
     from kokoro_ext.run.cuda import RUNTIME_NAME
-    from kokoro_ext.run.manifest import TensorSpec
-    from kokoro_ext.run.weights import load_weights
     from kokoro_ext.text.pipeline import Chunking, Progress, TextPipeline
     from kokoro_ext.tools.wheel import cached_kernels
 
-    manifest = files.read_manifest(artifacts)
-    gpu = gpu_target(dict(manifest.target))
-    if gpu is not None and not gpu.is_cuda:
-        raise SystemExit(f"{artifacts} is a {gpu.name} build: a bundle is for a CUDA or CPU one")
+    builds = [Path(a) for a in ([artifacts] if isinstance(artifacts, (str, Path)) else artifacts)]
+    if len({b.name for b in builds}) != len(builds):
+        raise SystemExit("the builds of a bundle are named by their folders: give each its own name")
+    if len({(b / files.CONFIG).read_text() for b in builds}) != 1:
+        raise SystemExit("the builds of a bundle must be of one config (one model is made there)")
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -271,39 +267,12 @@ def prepare(
                     ignore=shutil.ignore_patterns("__pycache__", "include", "*.a"))  # fmt: skip
     copy_tvm_ffi(out, list(ffi_wheels or []), python)
     vendor_kokoro(out)
-    shutil.copytree(artifacts, out / BUILD,
-                    ignore=shutil.ignore_patterns("*.weights", files.LOG))  # fmt: skip
     shutil.copy2(Path(__file__), out / "gpu.py")
-
-    # a CUDA build's weight transforms, compiled for this host; each checked on the
-    # build's own model against the weights the build stored
-    if gpu is not None:
-        config = json.loads((artifacts / files.CONFIG).read_text())
-        source = manifest.weights
-        model = build_model(config, weights=source.path, seed=source.random_seed or 0)
-        (out / TRANSFORMS).mkdir()
-        for name, entry in manifest.stages.items():
-            start = time.perf_counter()
-            executable, parameters = compile_host_transform(STAGES[name], model, gpu)
-            taken = tuple(TensorSpec(p.name, p.dtype, p.shape) for p in parameters)
-            if taken != entry.parameters:
-                raise SystemExit(f"the {name} transform compiled here takes other parameters "
-                                 f"than {artifacts / files.MANIFEST} records")  # fmt: skip
-            if executable is None:
-                continue
-            path = out / TRANSFORMS / f"{name}.so"
-            executable.export_library(str(path))
-            got = _transform(path, stage_parameters(name, entry, model), kernels=False)
-            want = load_weights(artifacts / entry.weights.file, entry.weights.tensors)
-            same = len(got) == len(want) and all(
-                g.shape == w.shape and g.dtype == w.dtype and np.array_equal(g, w)
-                for g, w in zip(got, want)
-            )
-            if not same:
-                raise SystemExit(f"the {name} transform compiled here does not give the "
-                                 f"weights {artifacts} stored")  # fmt: skip
-            log(f"{name}: weight transform {path.stat().st_size / 1e6:.2f} MB, "
-                f"{time.perf_counter() - start:.0f} s, the build's weights exactly")  # fmt: skip
+    for build in builds:
+        shutil.copytree(build, out / BUILDS / build.name,
+                        ignore=shutil.ignore_patterns("*.weights", files.LOG))  # fmt: skip
+        _host_transforms(build, out / TRANSFORMS / build.name, log)
+    manifest = files.read_manifest(builds[0])
 
     pipeline = TextPipeline("a")
     limit = manifest.limits.tokens - 2
@@ -329,6 +298,54 @@ def prepare(
             f"({untracked / 2**20:.1f} MiB) would travel with a device call too and take it "
             f"over {CARRY_LIMIT / 2**20:.0f} MiB: move them away or ignore them")  # fmt: skip
     return out
+
+
+def _host_transforms(artifacts: Path, out: Path, log=print) -> None:
+    """A CUDA build's weight transforms, compiled for this host into ``out``; each checked
+    on the build's own model against the weights the build stored.  Nothing for a CPU
+    build (its libraries keep their own)."""
+    import numpy as np
+
+    from kokoro_ext.build.compiler import compile_host_transform
+    from kokoro_ext.build.gpu_target import gpu_target
+    from kokoro_ext.build.model import build_model
+    from kokoro_ext.build.stages import STAGES
+    from kokoro_ext.run import artifacts as files
+    from kokoro_ext.run.manifest import TensorSpec
+    from kokoro_ext.run.weights import load_weights
+
+    manifest = files.read_manifest(artifacts)
+    gpu = gpu_target(dict(manifest.target))
+    if gpu is None:
+        return
+    if not gpu.is_cuda:
+        raise SystemExit(f"{artifacts} is a {gpu.name} build: a bundle is for a CUDA or CPU one")
+    config = json.loads((artifacts / files.CONFIG).read_text())
+    source = manifest.weights
+    model = build_model(config, weights=source.path, seed=source.random_seed or 0)
+    out.mkdir(parents=True)
+    for name, entry in manifest.stages.items():
+        start = time.perf_counter()
+        executable, parameters = compile_host_transform(STAGES[name], model, gpu)
+        taken = tuple(TensorSpec(p.name, p.dtype, p.shape) for p in parameters)
+        if taken != entry.parameters:
+            raise SystemExit(f"the {name} transform compiled here takes other parameters "
+                             f"than {artifacts / files.MANIFEST} records")  # fmt: skip
+        if executable is None:
+            continue
+        path = out / f"{name}.so"
+        executable.export_library(str(path))
+        got = _transform(path, stage_parameters(name, entry, model), kernels=False)
+        want = load_weights(artifacts / entry.weights.file, entry.weights.tensors)
+        same = len(got) == len(want) and all(
+            g.shape == w.shape and g.dtype == w.dtype and np.array_equal(g, w)
+            for g, w in zip(got, want)
+        )
+        if not same:
+            raise SystemExit(f"the {name} transform compiled here does not give the "
+                             f"weights {artifacts} stored")  # fmt: skip
+        log(f"{artifacts.name} {name}: weight transform {path.stat().st_size / 1e6:.2f} MB, "
+            f"{time.perf_counter() - start:.0f} s, the build's weights exactly")  # fmt: skip
 
 
 # -- there: weights, then the comparisons ------------------------------------------------
@@ -393,37 +410,39 @@ def _transform(library: Path, arrays: list, kernels: bool) -> list:
 
 def make_weights(directory: Path, seed: int, log=print):
     """The reference model of ``seed``; its weights through each stage's transform into
-    the bundle's build, whose manifest is rewritten to match them."""
+    each of the bundle's builds, whose manifests are rewritten to match them."""
     from kokoro_ext.run import artifacts as files
     from kokoro_ext.run.manifest import Source, WeightsFile
     from kokoro_ext.run.weights import write_weights
 
-    build = directory / BUILD
-    manifest = files.read_manifest(build)
-    config = json.loads((build / files.CONFIG).read_text())
-    frames = most_frames_per_token(config) * manifest.limits.tokens
-    if frames > manifest.limits.frames:
-        raise SystemExit(f"random durations could reach {frames} frames a chunk, over the "
-                         f"build's limit of {manifest.limits.frames}")  # fmt: skip
+    builds = sorted(p for p in (directory / BUILDS).iterdir() if p.is_dir())
+    config = json.loads((builds[0] / files.CONFIG).read_text())
     start = time.perf_counter()
     model = reference_model(config, seed)
-    stages = {}
-    for name, entry in manifest.stages.items():
-        host = directory / TRANSFORMS / f"{name}.so"
-        library = host if host.is_file() else build / entry.file
-        outputs = _transform(library, stage_parameters(name, entry, model), not host.is_file())
-        layout = [(tuple(a.shape), str(a.dtype)) for a in outputs]
-        if layout != [(t.shape, t.dtype) for t in entry.weights.tensors]:
-            raise SystemExit(f"the {name} transform gives other arrays than the manifest lists")
-        path = build / entry.weights.file
-        tensors = tuple(write_weights(path, outputs))
-        weights = WeightsFile(entry.weights.file, files.sha256(path), path.stat().st_size, tensors)
-        stages[name] = dataclasses.replace(entry, weights=weights)
-    files.write_manifest(
-        build, dataclasses.replace(manifest, weights=Source(random_seed=seed), stages=stages)
-    )
-    log(f"weights of seed {seed} made and transformed in {time.perf_counter() - start:.1f} s "
-        f"(at most {most_frames_per_token(config)} frames a token)")  # fmt: skip
+    for build in builds:
+        manifest = files.read_manifest(build)
+        frames = most_frames_per_token(config) * manifest.limits.tokens
+        if frames > manifest.limits.frames:
+            raise SystemExit(f"random durations could reach {frames} frames a chunk, over "
+                             f"{build.name}'s limit of {manifest.limits.frames}")  # fmt: skip
+        stages = {}
+        for name, entry in manifest.stages.items():
+            host = directory / TRANSFORMS / build.name / f"{name}.so"
+            library = host if host.is_file() else build / entry.file
+            outputs = _transform(library, stage_parameters(name, entry, model), not host.is_file())
+            layout = [(tuple(a.shape), str(a.dtype)) for a in outputs]
+            if layout != [(t.shape, t.dtype) for t in entry.weights.tensors]:
+                raise SystemExit(f"the {name} transform gives other arrays than the manifest lists")
+            path = build / entry.weights.file
+            tensors = tuple(write_weights(path, outputs))
+            weights = WeightsFile(entry.weights.file, files.sha256(path), path.stat().st_size, tensors)
+            stages[name] = dataclasses.replace(entry, weights=weights)
+        files.write_manifest(
+            build, dataclasses.replace(manifest, weights=Source(random_seed=seed), stages=stages)
+        )
+    log(f"weights of seed {seed} made and transformed for {len(builds)} build(s) in "
+        f"{time.perf_counter() - start:.1f} s (at most {most_frames_per_token(config)} "
+        "frames a token)")  # fmt: skip
     return model
 
 
@@ -463,19 +482,19 @@ class StageClock:
         return timed
 
 
-def warm_times(synth, model, inputs: dict, repeat: int, device: str) -> dict:
+def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> dict:
     """Warm medians of ``repeat`` per text, the engines interleaved in one process:
 
-    * ``tvm``: the build, chunk by chunk as Synthesizer runs it (kokoro_ext.run.pipeline
-      .synthesize_ids), each stage timed, the rest being the host steps;
+    * each build of ``synths`` (by name), chunk by chunk as Synthesizer runs it
+      (kokoro_ext.run.pipeline.synthesize_ids), each stage timed, the rest being the
+      host steps;
     * ``kmodel``: kokoro's whole ``KModel`` forward on the same device, the call a kokoro
-      user makes (``model(phonemes, ref_s)``): the baseline of the ratio;
+      user makes (``model(phonemes, ref_s)``): the baseline of the ratios;
     * ``torch-stages``: PyTorch's stage modules through the same host steps as the
-      build (the per-stage table's reference).
+      builds (the per-stage table's reference).
     """
     import copy
 
-    import numpy as np
     import torch
 
     from kokoro_ext.run.pipeline import synthesize_ids, voice_style
@@ -483,20 +502,22 @@ def warm_times(synth, model, inputs: dict, repeat: int, device: str) -> dict:
     from kokoro_ext.tools.engines import torch_provider
 
     kmodel = copy.deepcopy(model).to(device).eval()
+    first_synth = next(iter(synths.values()))  # the builds share a config and voice
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
     def styled(phon):
-        ids = phonemes_to_ids(phon, synth.vocab)
-        return ids, voice_style(synth.voice, len(ids) - 2)
+        ids = phonemes_to_ids(phon, first_synth.vocab)
+        return ids, voice_style(first_synth.voice, len(ids) - 2)
 
     def pipeline(provider):
         def speak(chunks, frames):
             for phon in chunks:
                 ids, style = styled(phon)
-                trace = synthesize_ids(provider, synth.geometry, ids, style, synth.limits, 1.0, 0)
+                trace = synthesize_ids(provider, first_synth.geometry, ids, style,
+                                       first_synth.limits, 1.0, 0)  # fmt: skip
                 frames.append(trace.frames)
                 yield
         return speak
@@ -507,16 +528,17 @@ def warm_times(synth, model, inputs: dict, repeat: int, device: str) -> dict:
             with torch.no_grad():
                 audio = kmodel(phon, torch.from_numpy(style).to(device))
             sync()
-            frames.append(int(audio.shape[-1]) // synth.geometry.samples_per_frame)
+            frames.append(int(audio.shape[-1]) // first_synth.geometry.samples_per_frame)
             yield
 
-    clock = StageClock(synth._stage)
-    engines = {"tvm": pipeline(clock), "kmodel": whole,
-               "torch-stages": pipeline(torch_provider(model, device=device))}  # fmt: skip
+    clocks = {name: StageClock(synth._stage) for name, synth in synths.items()}
+    engines = {name: pipeline(clock) for name, clock in clocks.items()}
+    engines.update({"kmodel": whole, "torch-stages": pipeline(torch_provider(model, device=device))})
 
     def once(engine, chunks):
         frames: list[int] = []
-        clock.seconds = {}
+        for clock in clocks.values():
+            clock.seconds = {}
         start = time.perf_counter()
         first = None
         for _ in engines[engine](chunks, frames):
@@ -524,38 +546,127 @@ def warm_times(synth, model, inputs: dict, repeat: int, device: str) -> dict:
             first = first if first is not None else time.perf_counter() - start
         total = time.perf_counter() - start
         return {"seconds": total, "first_chunk_seconds": first, "frames": frames,
-                "stages": dict(clock.seconds) if engine == "tvm" else {}}  # fmt: skip
+                "stages": dict(clocks[engine].seconds) if engine in clocks else {}}  # fmt: skip
 
     warm_text = next(iter(inputs))
     for engine in engines:  # loads, first-call allocations
         once(engine, inputs[warm_text])
     times: dict = {}
+    ms = lambda v: f"{v * 1e3:.1f}"  # noqa: E731
     for text, chunks in inputs.items():
         runs = {engine: [] for engine in engines}
         for _ in range(repeat):
             for engine in engines:
                 runs[engine].append(once(engine, chunks))
-        row: dict = {}
+        row: dict = {"builds": {}}
         for engine, done in runs.items():
-            row[engine] = {
+            timing = {
                 "seconds": statistics.median(r["seconds"] for r in done),
                 "first_chunk_seconds": statistics.median(r["first_chunk_seconds"] for r in done),
             }
-        stage_seconds = {name: statistics.median(r["stages"][name] for r in runs["tvm"])
-                         for name in runs["tvm"][0]["stages"]}  # fmt: skip
-        row["tvm"]["stages"] = stage_seconds
-        row["tvm"]["host_seconds"] = row["tvm"]["seconds"] - sum(stage_seconds.values())
-        row["frames_per_chunk"] = runs["tvm"][0]["frames"]
-        row["tvm_over_kmodel"] = row["tvm"]["seconds"] / row["kmodel"]["seconds"]
-        row["tvm_over_torch_stages"] = row["tvm"]["seconds"] / row["torch-stages"]["seconds"]
+            if engine in clocks:
+                timing["stages"] = {name: statistics.median(r["stages"][name] for r in done)
+                                    for name in done[0]["stages"]}  # fmt: skip
+                timing["host_seconds"] = timing["seconds"] - sum(timing["stages"].values())
+                timing["over_kmodel"] = None  # below, once KModel's median is known
+                row["builds"][engine] = timing
+            else:
+                row[engine] = timing
+        for timing in row["builds"].values():
+            timing["over_kmodel"] = timing["seconds"] / row["kmodel"]["seconds"]
+            timing["over_torch_stages"] = timing["seconds"] / row["torch-stages"]["seconds"]
+        row["frames_per_chunk"] = runs["kmodel"][0]["frames"]
         times[text] = row
-        ms = lambda v: f"{v * 1e3:8.1f}"  # noqa: E731
-        per_stage = " ".join(f"{n} {ms(v).strip()}" for n, v in stage_seconds.items())
-        print(f"{text:<10} tvm {ms(row['tvm']['seconds'])} ms (first {ms(row['tvm']['first_chunk_seconds'])}; "
-              f"{per_stage}; host {ms(row['tvm']['host_seconds']).strip()})  KModel "
-              f"{ms(row['kmodel']['seconds'])} ms  x{row['tvm_over_kmodel']:.2f}  stages "
-              f"{ms(row['torch-stages']['seconds'])} ms  frames {row['frames_per_chunk']}")  # fmt: skip
+        print(f"{text:<10} KModel {ms(row['kmodel']['seconds'])} ms (first "
+              f"{ms(row['kmodel']['first_chunk_seconds'])}), stages "
+              f"{ms(row['torch-stages']['seconds'])} ms, frames {row['frames_per_chunk']}")  # fmt: skip
+        for name, t in row["builds"].items():
+            per_stage = " ".join(f"{n} {ms(v)}" for n, v in t["stages"].items())
+            print(f"{'':<10} {name}: {ms(t['seconds'])} ms x{t['over_kmodel']:.2f} of KModel "
+                  f"(first {ms(t['first_chunk_seconds'])}; {per_stage}; host "
+                  f"{ms(t['host_seconds'])})")  # fmt: skip
     return times
+
+
+def convolution_check(synth, model, phonemes: str, device: str, repeat: int) -> list[dict]:
+    """Each of the model's 1-D convolutions at the shapes a synthesis of ``phonemes``
+    gives it, through the build's cuDNN library (``kokoro_ext.cudnn.conv1d``, for a build
+    whose target's libs name cuDNN) and through PyTorch (``F.conv1d``, TF32 off) on the
+    same tensors: the largest difference over the output's largest magnitude, and the
+    median time of each.  Without the library (or a GPU), the shapes alone."""
+    import torch
+    import tvm_ffi
+
+    from kokoro_ext.run import cuda, kernels
+    from kokoro_ext.run.pipeline import voice_style
+    from kokoro_ext.text import phonemes_to_ids
+
+    import copy
+
+    seen: dict = {}
+
+    def record(module, args, _output):
+        x = args[0]
+        key = (tuple(x.shape), tuple(module.weight.shape), module.stride, module.padding,
+               module.dilation, module.groups)  # fmt: skip
+        if module.groups == 1 and isinstance(module.padding, tuple):
+            seen.setdefault(key, (module, x.detach().clone()))
+
+    kmodel = copy.deepcopy(model).to(device)
+    hooks = [m.register_forward_hook(record) for m in kmodel.modules()
+             if isinstance(m, torch.nn.Conv1d)]  # fmt: skip
+    ids = phonemes_to_ids(phonemes, synth.vocab)
+    style = torch.from_numpy(voice_style(synth.voice, len(ids) - 2)).to(device)
+    with torch.no_grad():
+        kmodel(phonemes, style)
+    for hook in hooks:
+        hook.remove()
+    print(f"-- {len(seen)} convolution shapes in a synthesis of {len(ids)} tokens")
+    if not synth.manifest.requires.get("libraries") or device != "cuda":
+        return [{"x": list(k[0]), "w": list(k[1])} for k in seen]
+    cuda.load_runtime()
+    cuda.load_libraries(synth.directory, synth.manifest.requires)
+    conv = tvm_ffi.get_global_func(kernels.CUDNN_CONV1D)
+
+    def timed(fn) -> float:
+        times = []
+        for _ in range(repeat):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    rows = []
+    with _tf32(torch, False), torch.no_grad():
+        for (x_shape, w_shape, stride, padding, dilation, _), (module, x) in seen.items():
+            w = module.weight.detach().contiguous()
+            b = (module.bias.detach() if module.bias is not None
+                 else torch.zeros(w.shape[0], device=device)).contiguous()  # fmt: skip
+            want = torch.nn.functional.conv1d(x, w, b, stride, padding, dilation)
+            got = torch.empty_like(want)
+            options = tvm_ffi.Shape([stride[0], padding[0], dilation[0], 0])
+            args = [tvm_ffi.from_dlpack(t) for t in (x.contiguous(), w, b, got)]
+            ours = lambda: conv(options, *args)  # noqa: E731
+            ours()
+            torch.cuda.synchronize()
+            scale = float(want.abs().max()) or 1.0
+            rows.append({
+                "x": list(x_shape), "w": list(w_shape), "stride": stride[0],
+                "padding": padding[0], "dilation": dilation[0],
+                "relative_error": float((got - want).abs().max()) / scale,
+                "cudnn_seconds": timed(ours),
+                "torch_seconds": timed(lambda: torch.nn.functional.conv1d(
+                    x, w, b, stride, padding, dilation)),
+            })  # fmt: skip
+    worst = max((r["relative_error"] for r in rows), default=0.0)
+    ours_total = sum(r["cudnn_seconds"] for r in rows)
+    theirs_total = sum(r["torch_seconds"] for r in rows)
+    print(f"-- {len(rows)} convolution shapes through the build's cuDNN library against "
+          f"F.conv1d (TF32 off): worst relative difference {worst:.2e}; "
+          f"{ours_total * 1e3:.1f} ms against {theirs_total * 1e3:.1f} ms")  # fmt: skip
+    return rows
 
 
 def memory_soak(synth, inputs: dict, device: str, requests: int, checkpoint: int) -> dict:
@@ -596,7 +707,8 @@ def memory_soak(synth, inputs: dict, device: str, requests: int, checkpoint: int
 
 def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int = 0) -> dict:
     # tvm-ffi would JIT-compile a torch extension at import where torch lacks the DLPack
-    # exchange API; nothing here hands torch tensors to TVM
+    # exchange API; the torch tensors handed to TVM here (convolution_check) take the
+    # plain DLPack protocol
     os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")
     directory = directory.resolve()
     sys.path.insert(0, str(directory))
@@ -614,30 +726,34 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
         report.update(gpu=name, architecture=arch, torch=torch.__version__)
         print(f"GPU: {name} ({arch}); torch {torch.__version__}")
     model = make_weights(directory, seed)
-    synth = Synthesizer(directory / BUILD)  # refuses a machine it cannot run on
-    report["manifest_target"] = dict(synth.manifest.target)
+    # each refuses a machine it cannot run on
+    synths = {b.name: Synthesizer(b) for b in sorted((directory / BUILDS).iterdir()) if b.is_dir()}
+    report["builds"] = {name: {"target": dict(synth.manifest.target)}
+                        for name, synth in synths.items()}  # fmt: skip
     inputs = json.loads((directory / "inputs.json").read_text())
     if dry_run:
         inputs = dict(list(inputs.items())[:1])
-
-    # every stage against PyTorch float32 on the same device, and the waveform's SNR:
-    # judged with TF32 off (the float32 bound is for float32 products); PyTorch's default
-    # (cuDNN's convolutions may use TF32) reported beside it
     phonemes = inputs[next(iter(inputs))][0]
-    report["fidelity"] = {}
-    for mode, tf32 in (("tf32_off", False), ("torch_default", None)):
-        with _tf32(torch, tf32):
-            results = validate(synth, phonemes, seed=0, device=device, model=model)
-        passed, rule = verdict(synth.manifest.weight_dtype, results, synth.manifest.precision)
-        print(f"-- fidelity, PyTorch {mode}", format_table(results), rule, sep="\n")
-        report["fidelity"][mode] = {"stages": [r.__dict__ for r in results],
-                                    "passed": passed, "rule": rule}  # fmt: skip
-    report["stages"] = report["fidelity"]["tf32_off"]["stages"]
-    report["float32_bound"] = {k: report["fidelity"]["tf32_off"][k] for k in ("passed", "rule")}
-
-    report["warm"] = warm_times(synth, model, inputs, repeat, device)
-    report["memory"] = memory_soak(synth, inputs, device, requests=12 if dry_run else 200,
-                                   checkpoint=4 if dry_run else 10)  # fmt: skip
+    longest = max((c for chunks in inputs.values() for c in chunks), key=len)
+    for name, synth in synths.items():
+        entry = report["builds"][name]
+        # every stage against PyTorch float32 on the same device, and the waveform's SNR:
+        # judged with TF32 off (the float32 bound is for float32 products); PyTorch's
+        # default (cuDNN's convolutions may use TF32) reported beside it
+        entry["fidelity"] = {}
+        for mode, tf32 in (("tf32_off", False), ("torch_default", None)):
+            with _tf32(torch, tf32):
+                results = validate(synth, phonemes, seed=0, device=device, model=model)
+            passed, rule = verdict(synth.manifest.weight_dtype, results, synth.manifest.precision)
+            print(f"-- {name}: fidelity, PyTorch {mode}", format_table(results), rule, sep="\n")
+            entry["fidelity"][mode] = {"stages": [r.__dict__ for r in results],
+                                       "passed": passed, "rule": rule}  # fmt: skip
+        entry["convolutions"] = convolution_check(synth, model, longest, device, repeat)
+    report["warm"] = warm_times(synths, model, inputs, repeat, device)
+    for name, synth in synths.items():
+        report["builds"][name]["memory"] = memory_soak(
+            synth, inputs, device, requests=12 if dry_run else 200, checkpoint=4 if dry_run else 10
+        )
     if out is not None:
         out.write_text(json.dumps(report, indent=1, default=str))
     return report
@@ -647,7 +763,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="here: write the bundle to carry")
-    p.add_argument("--artifacts", type=Path, required=True)
+    p.add_argument("--artifacts", type=Path, action="append", required=True,
+                   help="a build (repeatable: builds of one config, timed side by side)")
     p.add_argument("--out", type=Path, default=Path("gpu-bundle"))
     p.add_argument("--python", default="3.12", help="the Python there (its tvm-ffi core)")
     p.add_argument("--tvm-ffi-wheel", type=Path, action="append", default=[],

@@ -126,17 +126,19 @@ def test_gpu_bundle_carries_the_weight_transforms(cuda_build, cuda_bundle, tmp_p
     gpu, bundle = gpu_script(), cuda_bundle
     manifest = artifacts.read_manifest(cuda_build)
     with_weights = {n for n, e in manifest.stages.items() if e.parameters}
-    assert {p.stem for p in (bundle / gpu.TRANSFORMS).glob("*.so")} == with_weights
-    assert not list((bundle / gpu.BUILD).glob("*.weights"))
+    build = bundle / gpu.BUILDS / cuda_build.name
+    assert {p.stem for p in (bundle / gpu.TRANSFORMS / cuda_build.name).glob("*.so")} == with_weights
+    assert not list(build.glob("*.weights"))
     done = run_in_bundle(bundle, (
         "from pathlib import Path; import gpu\n"
         "gpu.make_weights(Path('.').resolve(), 1)\n"
         "from kokoro_ext.run import artifacts, native\n"
         "assert native._loaded is None  # the transforms need TVM's runtime alone\n"
-        "artifacts.verify('artifacts', artifacts.read_manifest('artifacts'), trust_stamps=False)\n"
+        f"build = {str(Path(gpu.BUILDS) / cuda_build.name)!r}\n"
+        "artifacts.verify(build, artifacts.read_manifest(build), trust_stamps=False)\n"
     ), tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    made = artifacts.read_manifest(bundle / gpu.BUILD)
+    made = artifacts.read_manifest(build)
     assert made.weights.random_seed == 1
     for name, entry in made.stages.items():
         assert entry.weights.tensors == manifest.stages[name].weights.tensors
@@ -157,7 +159,7 @@ from kokoro_ext.tools.reference import source_noise
 xeon = HostCPU('sapphirerapids', json.loads(sys.argv[1]))
 chosen = native.select(native.installed(native.LIBRARY_DIR), host=xeon)
 assert chosen.variant == 'avx2', chosen
-manifest = artifacts.read_manifest('artifacts')
+manifest = artifacts.read_manifest(sys.argv[2])
 geometry, seen = manifest.geometry, {}
 tokens, per_token = 9, 3
 def stage(name):
@@ -203,7 +205,9 @@ def test_cuda_bundle_host_path_runs_alone(cuda_bundle, tmp_path):
     model = cpu_model_features("sapphirerapids")
     xeon = json.dumps({f: f in model for f in recorded["features"]})
     assert not json.loads(xeon)["sse4a"] and json.loads(xeon)["avx512f"]
-    done = run_in_bundle(bundle, "import sys; sys.argv[1:] = [" + repr(xeon) + "]\n" + _HOST_PATH,
+    (build,) = (bundle / gpu_script().BUILDS).iterdir()
+    arguments = [xeon, str(build)]
+    done = run_in_bundle(bundle, f"import sys; sys.argv[1:] = {arguments!r}\n" + _HOST_PATH,
                          tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "host path ok" in done.stdout

@@ -12,6 +12,7 @@ from tvm.script import tirx as T
 from kokoro_ext.build import cuda as cuda_build
 from kokoro_ext.build.gpu_target import CUDA, WEBGPU
 from kokoro_ext.build.passes.gpu_schedule import (
+    CONVOLUTION_FALLBACK,
     Convolution,
     ConvolutionTiles,
     _registers_fit,
@@ -174,7 +175,8 @@ def test_convolution_is_register_tiled_with_its_padding_and_epilogue():
 
 
 def test_convolution_of_computed_weights_gets_a_thread_per_output():
-    after, target = _schedule(computed_weights, Convolution())
+    with pytest.warns(UserWarning, match=CONVOLUTION_FALLBACK + ".*computed weights"):
+        after, target = _schedule(computed_weights, Convolution())
     fallback, _ = _schedule(computed_weights, dl.gpu.Fallback())
     tvm.ir.assert_structural_equal(after, fallback)
     assert has_thread_binding(after)

@@ -10,6 +10,7 @@ build) or fail deep in codegen.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import tvm
@@ -19,6 +20,10 @@ from tvm.s_tir import dlight as dl
 from tvm.s_tir.dlight.gpu.matmul import auto_inline_consumer_chain
 from tvm.s_tir.schedule import ScheduleError
 from tvm.target import Target
+
+
+#: The start of the warning a convolution function left at a thread per output gives.
+CONVOLUTION_FALLBACK = "convolution not register-tiled, a thread per output:"
 
 
 def _block_names(func: tirx.PrimFunc) -> list[str]:
@@ -85,13 +90,19 @@ class Convolution(dl.ScheduleRule):
             return None
         if not any(name.startswith("conv1d") for name in _block_names(func)):
             return None
+        why = None
         try:
             sch = self._tiled(func)
-        except (ScheduleError, AssertionError, _NotTileable):
-            sch = None
+        except (ScheduleError, AssertionError, _NotTileable) as err:
+            sch, why = None, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         if sch is not None and not _registers_fit(sch.mod, target):
             sch = s_tir.Schedule(_compact_to_tiles(sch.mod))
-        if sch is None or not _registers_fit(sch.mod, target):
+            if not _registers_fit(sch.mod, target):
+                sch, why = None, "register arrays of a size the codegen does not take"
+        if sch is None:
+            # in the build's log (build.log): a convolution at a thread per output is slow
+            warnings.warn(f"{CONVOLUTION_FALLBACK} {func.attrs.get('global_symbol', '')} "
+                          f"({why})", stacklevel=2)  # fmt: skip
             return dl.gpu.Fallback().apply(func, target, tunable)
         return sch
 
