@@ -4,6 +4,7 @@ server with the small build, changing only the host.  docs/server.md has the tab
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -167,6 +168,10 @@ def test_captioned_speech_examples_from_kokoro_fastapis_readme(server):
     lines = httpx.post(f"{url}/dev/captioned_speech", json={**body, "stream": True}, timeout=120)
     words = [w["word"] for line in lines.text.splitlines() if line for w in json.loads(line)["timestamps"]]
     assert words == ["Hello", "world!"]
+    wav = httpx.post(f"{url}/dev/captioned_speech", timeout=120,
+                     json={**body, "response_format": "wav", "stream": False}).json()
+    with wave.open(io.BytesIO(base64.b64decode(wav["audio"]))) as w:  # the header states the length
+        assert w.getnframes() == (len(base64.b64decode(wav["audio"])) - 44) // 2 > 0
 
 
 def test_phoneme_examples_from_kokoro_fastapis_readme(server, synth, voices):

@@ -601,6 +601,8 @@ class SpeechStream:
         await self.save(tail, last=True)
         await out(tail, last=True)
         if not stream:
+            for offset, data in encoder.fixups:  # the whole file's header states its length
+                whole[offset:offset + len(data)] = data
             line = {"audio": base64.b64encode(bytes(whole)).decode(), "audio_format": media,
                     "timestamps": pending}
             await self._body(send, json.dumps(line, ensure_ascii=False).encode())
