@@ -37,7 +37,7 @@ from pathlib import Path
 
 from kokoro_ext.build.environment import REPO_ROOT, read_pin
 from kokoro_ext.run.cache import cache_dir
-from kokoro_ext.tools.wheel import TOOLCHAINS, cmake_kernels, run_command
+from kokoro_ext.tools.kernel_build import TOOLCHAINS, cmake_kernels, run_command
 
 QEMU = "qemu-aarch64-static"
 CROSS_CXX = "aarch64-linux-gnu-g++"
