@@ -166,7 +166,8 @@ def ensure_sysroot() -> Path:
 def _source_hash(march: str) -> str:
     digest = hashlib.sha256(march.encode())
     files = [REPO_ROOT / "CMakeLists.txt", TOOLCHAIN, REPO_ROOT / "upstream" / "tvm.pin"]
-    files += sorted(p for p in (REPO_ROOT / "cpp").rglob("*") if p.is_file())
+    sources = (REPO_ROOT / "cpp", REPO_ROOT / "kokoro_ext" / "third_party" / "tvm" / "include")
+    files += sorted(p for d in sources for p in d.rglob("*") if p.is_file())
     for path in files:
         digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
