@@ -1,14 +1,16 @@
 """kokoro_ext.build.passes.gpu_schedule's Convolution rule, before and expected, in the
-shape of dlight's rule tests."""
+shape of dlight's rule tests, and what its kernels compute (run on the CPU: cpu_tir)."""
 
 import shutil
 
+import numpy as np
 import pytest
 import tvm
 import tvm_ffi
 from tvm.s_tir import dlight as dl
 from tvm.script import tirx as T
 
+import cpu_tir
 from kokoro_ext.build import cuda as cuda_build
 from kokoro_ext.build.gpu_target import CUDA, WEBGPU
 from kokoro_ext.build.passes.gpu_schedule import (
@@ -217,6 +219,44 @@ def test_cuda_codegen_takes_the_compacted_tiles():
     if shutil.which("nvcc"):  # and nvcc makes sm_90 machine code of it
         fatbin = cuda_build.compile(source, ["sm_90"], None)
         assert cuda_build.architectures_of(fatbin) == (["sm_90"], [])
+
+
+def _conv1d(x, w, b, padding, dilation=1, stride=1):
+    """PyTorch's conv1d in float64: x [1, C, L], w [F, C, K], b [1, F, 1] or None."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding, padding)))
+    taps = w.shape[2]
+    length = (x.shape[2] - dilation * (taps - 1) - 1) // stride + 1
+    y = sum(
+        np.einsum("fc,ncl->nfl", w[:, :, k],
+                  x[:, :, k * dilation : k * dilation + stride * (length - 1) + 1 : stride])
+        for k in range(taps)
+    )  # fmt: skip
+    return y if b is None else y + b
+
+
+def test_the_register_tiled_convolution_computes_the_convolution():
+    # the scheduled kernel (4 thread-bound loops), its arithmetic run on the CPU
+    after, _ = _schedule(before, Convolution())
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32)
+               for s in ((1, 16, 64), (32, 16, 3), (1, 32, 1)))  # fmt: skip
+    got = cpu_tir.run(cpu_tir.cpu_function(after, loops=4), x, w, b, out_shape=(1, 32, 64))
+    np.testing.assert_allclose(got, _conv1d(x, w, b, padding=2, dilation=2), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("gpu", [WEBGPU, CUDA], ids=lambda g: g.name)
+def test_the_symbolic_length_convolution_computes_the_stft_at_every_length(gpu):
+    # tiles over a length known only at run time (CUDA's compacted by the rule itself):
+    # the last tile's registers past the end must not reach the output
+    scheduled, _ = _schedule(symbolic_length_n, Convolution(), gpu=gpu)
+    kernel = cpu_tir.cpu_function(scheduled, loops=4)
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((11, 1, 20)).astype(np.float32)
+    for n in (1, 3):
+        x = rng.standard_normal((1, 1, 600 * n + 20)).astype(np.float32)
+        got = cpu_tir.run(kernel, x, w, out_shape=(1, 11, 120 * n + 1), scalars=(n,))
+        want = _conv1d(x, w, None, padding=0, stride=5)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_convolution_leaves_other_functions():
