@@ -87,3 +87,22 @@ def test_the_web_runtime_sources_find_every_header_they_include(tmp_path):
     (support / "io.h").unlink()
     out = runtime.run_emcc([*flags, "-M", str(sources[0])])
     assert out.returncode != 0 and "tvm/support/io.h" in out.stderr, out.stderr[-3000:]
+
+
+def test_a_changed_vendored_header_changes_the_kernels_cache_key(tmp_path, monkeypatch):
+    # kernel_build's digest keys the runtime wheel's cached kernels and the emulated
+    # AArch64 library: it covers the one copy of the headers, as CMake reads them
+    from kokoro_ext.tools import kernel_build
+
+    root = tmp_path / "checkout"
+    for source in kernel_build.SOURCES:
+        target = root / source.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, target)
+    monkeypatch.setattr(kernel_build, "REPO_ROOT", root)
+    copies = tuple(root / s.relative_to(ROOT) for s in kernel_build.SOURCES)
+    monkeypatch.setattr(kernel_build, "SOURCES", copies)
+    before = kernel_build.kernel_sources_digest()
+    header = root / runtime.SUPPORT.relative_to(ROOT) / "include" / "tvm" / "support" / "io.h"
+    header.write_text(header.read_text() + "\n")
+    assert kernel_build.kernel_sources_digest() != before

@@ -5,6 +5,7 @@ not this machine."""
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import subprocess
 import sys
@@ -18,6 +19,14 @@ from kokoro_ext.run.cpu import architecture
 
 #: CMake toolchain files of the architectures the kernels are cross-built for.
 TOOLCHAINS = {"aarch64": REPO_ROOT / "cpp" / "cmake" / "aarch64-linux-gnu.cmake"}
+#: What the library is built from: CMakeLists.txt, the pin of the wheels it links, the
+#: sources (cpp/: its toolchain files too) and the TVM headers it vendors.
+SOURCES = (
+    REPO_ROOT / "CMakeLists.txt",
+    REPO_ROOT / "upstream" / "tvm.pin",
+    REPO_ROOT / "cpp",
+    REPO_ROOT / "kokoro_ext" / "third_party" / "tvm" / "include",
+)
 
 
 def run_command(command: Sequence[str | Path], **kwargs) -> None:
@@ -28,6 +37,15 @@ def run_command(command: Sequence[str | Path], **kwargs) -> None:
             f"{' '.join(map(str, command))} failed ({result.returncode}):\n"
             f"{result.stdout[-3000:]}{result.stderr[-3000:]}"
         )
+
+
+def kernel_sources_digest() -> str:
+    """SHA-256 over the files of ``SOURCES``, each with its path."""
+    digest = hashlib.sha256()
+    files = [p for s in SOURCES for p in ([s] if s.is_file() else sorted(s.rglob("*")))]
+    for path in (p for p in files if p.is_file()):
+        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def cmake_kernels(
@@ -46,4 +64,4 @@ def cmake_kernels(
     return out / (native.Variant(variant, march).file_name if variant else native.LIBRARY_NAME)
 
 
-__all__ = ["TOOLCHAINS", "cmake_kernels", "run_command"]
+__all__ = ["SOURCES", "TOOLCHAINS", "cmake_kernels", "kernel_sources_digest", "run_command"]

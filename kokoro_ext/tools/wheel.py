@@ -27,7 +27,6 @@ g++-aarch64-linux-gnu):
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -44,7 +43,7 @@ from kokoro_ext.build.environment import REPO_ROOT, read_pin
 from kokoro_ext.run import native
 from kokoro_ext.run.cpu import architecture
 from kokoro_ext.tools import emulation
-from kokoro_ext.tools.kernel_build import cmake_kernels, run_command
+from kokoro_ext.tools.kernel_build import cmake_kernels, kernel_sources_digest, run_command
 
 #: Where a wheel's kernels find what they link: TVM's runtime beside them, tvm-ffi and
 #: OpenBLAS in their wheels in the same site-packages.
@@ -95,17 +94,6 @@ def build_kernels(
         run_command([_tool("patchelf"), "--set-rpath", RPATH, library])
         libraries.append(library)
     return libraries
-
-
-def kernel_sources_digest() -> str:
-    """SHA-256 over the kernel library's sources and build files (cpp/, CMakeLists.txt)
-    and the pin of the wheels it links."""
-    digest = hashlib.sha256()
-    files = [REPO_ROOT / "CMakeLists.txt", REPO_ROOT / "upstream" / "tvm.pin"]
-    files += sorted(p for p in (REPO_ROOT / "cpp").rglob("*") if p.is_file())
-    for path in files:
-        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def cached_kernels(arch: str, names: Sequence[str], jobs: int = 2) -> list[Path]:
