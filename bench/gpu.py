@@ -91,7 +91,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
