@@ -525,9 +525,9 @@ def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> d
         for phon in chunks:
             _, style = styled(phon)
             with torch.no_grad():
-                audio = kmodel(phon, torch.from_numpy(style).to(device))
+                output = kmodel(phon, torch.from_numpy(style).to(device), return_output=True)
             sync()
-            frames.append(int(audio.shape[-1]) // first_synth.geometry.samples_per_frame)
+            frames.append(int(output.pred_dur.sum()))
             yield
 
     clocks = {name: StageClock(synth._stage) for name, synth in synths.items()}
@@ -562,6 +562,7 @@ def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> d
             timing = {
                 "seconds": statistics.median(r["seconds"] for r in done),
                 "first_chunk_seconds": statistics.median(r["first_chunk_seconds"] for r in done),
+                "frames_per_chunk": done[0]["frames"],  # the durations each engine chose
             }
             if engine in clocks:
                 timing["stages"] = {name: statistics.median(r["stages"][name] for r in done)

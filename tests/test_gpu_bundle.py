@@ -97,6 +97,9 @@ def test_bundle_dry_run_without_tvm_kokoro_or_transformers(build_dir, tmp_path):
     for engine in ("kmodel", "torch-stages"):
         assert 0 < row[engine]["first_chunk_seconds"] <= row[engine]["seconds"]
     assert all(0 < f for f in row["frames_per_chunk"])
+    # the same durations from every engine (float32 on one CPU: the same rounding)
+    for timing in [*row["builds"].values(), row["kmodel"], row["torch-stages"]]:
+        assert timing["frames_per_chunk"] == row["frames_per_chunk"]
     assert "KModel" in done.stdout and text in done.stdout
     # the native kernels it ran are portable variants, not this machine's own build
     assert sorted(p.name for p in (bundle / "kokoro_ext" / "lib").glob("libkokoro_ext_kernels*.so")) == [
