@@ -17,7 +17,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
-from kokoro_ext.build import gpu_pipeline
+from kokoro_ext.build.backend.gpu import pipeline as gpu_pipeline
 from kokoro_ext.build.passes.memory import exact_dynamic_sizes, pooled_storage
 from kokoro_ext.build.backend.cpu.pipeline import finalize_passes, get_default_pipeline
 from kokoro_ext.run import kernels, native

@@ -150,6 +150,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
             )
             np.save(staging / artifacts.VOICE, voice.numpy())
             target.add_files(staging)
+            requires = target.add_libraries(staging)
             env = environment.describe()
             manifest = Manifest(
                 kokoro_ext=kokoro_ext.__version__,
@@ -169,7 +170,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 voice_sha256=artifacts.sha256(staging / artifacts.VOICE),
                 stages={name: stages[name] for name in STAGES},
                 build_seconds=round(time.perf_counter() - started, 1),
-                requires=dict(target.requires),
+                requires=requires,
             )
             artifacts.write_manifest(staging, manifest)
         _replace_directory(staging, out)

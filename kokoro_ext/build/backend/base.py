@@ -7,15 +7,13 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import tvm
 
 from kokoro_ext.build.precision import LayerProducts, Products
 from kokoro_ext.run.manifest import StageSignature
 
-if TYPE_CHECKING:
-    from kokoro_ext.build.backend.cpu.pipeline import PipelineOptions
 
 #: The build options a target decides about: the flag each comes from.
 FLAGS = {
@@ -25,6 +23,28 @@ FLAGS = {
     "precision": "--precision",
     "wire": "--wire",
 }
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What a build may choose about the CPU pipeline (kokoro_ext.build.backend.cpu.pipeline):
+    what the build's choices make of it, for every target's ``pipeline`` to take."""
+
+    #: Whether the GEMM-shaped ops go to the native kernels or keep TVM's lowering.
+    native_dense: bool = True
+    #: The weight parameters (Relax names) stored as int8 (kokoro_ext.build.precision).
+    int8_weights: frozenset[str] = frozenset()
+    #: What the layers on int8 weights multiply in (kokoro_ext.build.precision).
+    products: LayerProducts = LayerProducts()
+    #: Compile ``main_transform_params`` alone, without ``main``.
+    transform_only: bool = False
+    #: Whether the storage comes from the native pool (``pooled_storage``) or the VM's
+    #: own allocator.
+    native_storage: bool = True
+    #: Rewrite strided transposed convolutions by phases first, as the GPU pipeline does
+    #: (kokoro_ext.build.passes.polyphase): for a GPU build's weight transform, which this
+    #: pipeline compiles for the build machine and which must lift what the GPU's lifts.
+    polyphase: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,6 +172,11 @@ class BuildTarget:
 
     def add_files(self, directory: Path) -> None:
         """Write what loads the build beside its stages in ``directory``."""
+
+    def add_libraries(self, directory: Path) -> Mapping[str, Any]:
+        """Write the libraries of its own the stages call beside them in ``directory``;
+        the manifest's ``requires`` (with what it says of them)."""
+        return dict(self.requires)
 
     def cpu_features(self) -> tuple[str, ...]:
         """The instruction features the host running the stages needs (the manifest's

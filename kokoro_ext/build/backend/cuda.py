@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from kokoro_ext.build import cuda
+from pathlib import Path
+
+from kokoro_ext.build import cuda, cudnn
 from kokoro_ext.build.backend.gpu import GpuTarget
 
 
@@ -42,6 +44,14 @@ class CudaTarget(GpuTarget):
     def prepare(self) -> None:
         cuda.nvcc()  # refuses with how to install it, before any compiling
 
+    def add_libraries(self, directory: Path) -> Mapping[str, Any]:
+        """The cuDNN convolutions' library of a target whose ``libs`` name cuDNN
+        (kokoro_ext.build.cudnn), its SHA-256 in ``requires``."""
+        requires = dict(self.requires)
+        if cudnn.LIB in self.target.get("libs", ()):
+            requires["libraries"] = cudnn.library_record(cudnn.build_library(directory))
+        return requires
+
     def fcompile(self) -> Callable | None:
         cuda.nvcc()
         return None
@@ -63,12 +73,15 @@ CUDA_ARCHITECTURES = ("sm_80", "sm_86", "sm_89", "sm_90")
 _CUDA_HOST = {"kind": "llvm", "mtriple": "x86_64-unknown-linux-gnu", "mcpu": "x86-64"}
 
 
-def _cuda(name: str, what: str, architectures: tuple[str, ...], ptx: str | None) -> CudaTarget:
+def _cuda(
+    name: str, what: str, architectures: tuple[str, ...], ptx: str | None, libs: tuple[str, ...] = ()
+) -> CudaTarget:
     return CudaTarget(
         name=name,
         what=what,
         # the codegen's architecture: the oldest the kernels run on
-        target={"kind": "cuda", "arch": architectures[0], "host": _CUDA_HOST},
+        target={"kind": "cuda", "arch": architectures[0], "host": _CUDA_HOST,
+                **({"libs": list(libs)} if libs else {})},  # fmt: skip
         requires={"architectures": list(architectures), "ptx": ptx},
         architectures=architectures,
         ptx=ptx,
@@ -81,14 +94,16 @@ CUDA = _cuda(
     CUDA_ARCHITECTURES,
     "compute_90",
 )
-CUDA_TARGETS: dict[str, CudaTarget] = {
-    t.name: t
-    for t in (
-        CUDA,
-        *(
-            _cuda(f"cuda-{arch.replace('_', '')}", f"NVIDIA GPUs of compute capability "
-                  f"{arch[3]}.{arch[4:]} only", (arch,), None)
-            for arch in CUDA_ARCHITECTURES
-        ),
-    )
-}  # fmt: skip
+CUDA_PRESETS = tuple(
+    _cuda(f"cuda-{arch.replace('_', '')}", f"NVIDIA GPUs of compute capability "
+          f"{arch[3]}.{arch[4:]} only", (arch,), None)
+    for arch in CUDA_ARCHITECTURES
+)  # fmt: skip
+#: The same with the convolutions through cuDNN (kokoro_ext.build.cudnn), for the GPUs
+#: where cuDNN's convolutions beat the build's own (bench/gpu.py measures both).
+CUDNN_PRESETS = tuple(
+    _cuda(f"{t.name}-cudnn", f"{t.what}; convolutions through cuDNN 9", t.architectures, t.ptx,
+          (cudnn.LIB,))
+    for t in (CUDA, *CUDA_PRESETS)
+)  # fmt: skip
+CUDA_TARGETS: dict[str, CudaTarget] = {t.name: t for t in (CUDA, *CUDA_PRESETS, *CUDNN_PRESETS)}

@@ -31,12 +31,11 @@ nothing of the native kernel library (cpp/): what a CPU without it takes, a brow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import tvm
 from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
 
+from kokoro_ext.build.backend.base import PipelineOptions
 from kokoro_ext.build.precision import LayerProducts
 from kokoro_ext.build.passes import (
     DispatchNativeKernels,
@@ -51,27 +50,6 @@ from kokoro_ext.build.passes import (
     winograd_conv1d,
 )
 from kokoro_ext.run.runner import TRANSFORM_PARAMS
-
-
-@dataclass(frozen=True)
-class PipelineOptions:
-    """What a build may choose about the pipeline."""
-
-    #: Whether the GEMM-shaped ops go to the native kernels or keep TVM's lowering.
-    native_dense: bool = True
-    #: The weight parameters (Relax names) stored as int8 (kokoro_ext.build.precision).
-    int8_weights: frozenset[str] = frozenset()
-    #: What the layers on int8 weights multiply in (kokoro_ext.build.precision).
-    products: LayerProducts = LayerProducts()
-    #: Compile ``main_transform_params`` alone, without ``main``.
-    transform_only: bool = False
-    #: Whether the storage comes from the native pool (``pooled_storage``) or the VM's
-    #: own allocator.
-    native_storage: bool = True
-    #: Rewrite strided transposed convolutions by phases first, as the GPU pipeline does
-    #: (kokoro_ext.build.passes.polyphase): for a GPU build's weight transform, which this
-    #: pipeline compiles for the build machine and which must lift what the GPU's lifts.
-    polyphase: bool = False
 
 
 def library_dispatch_passes(
