@@ -44,10 +44,12 @@ export function parseBlend(spec) {
 }
 
 export class KokoroTTS {
+  #packs = new Map(); // voice spec -> Promise of its pack
+
   constructor(build, config, phonemize) {
-    Object.assign(this, { build, config, phonemize, voices: new Map() });
+    Object.assign(this, { build, config, phonemize });
     const { limits, geometry } = build.manifest;
-    Object.assign(this, { limits, geometry });
+    Object.assign(this, { limits, geometry, device: build.device });
   }
 
   /**
@@ -71,8 +73,16 @@ export class KokoroTTS {
   /** The voice pack (Float32Array [510 x 256]) of a name, a blend, or the build's own. */
   async voice(spec) {
     const key = spec ?? "";
-    if (!this.voices.has(key)) this.voices.set(key, this.#loadVoice(spec));
-    return this.voices.get(key);
+    if (!this.#packs.has(key)) this.#packs.set(key, this.#loadVoice(spec));
+    return this.#packs.get(key);
+  }
+
+  /** The names of the voices the build ships (`voices.json`; [] for a build without). */
+  async listVoices() {
+    const response = await fetch(new URL("voices.json", this.build.base));
+    if (response.status === 404) return [];
+    if (!response.ok) throw new Error(`voices.json: HTTP ${response.status}`);
+    return response.json();
   }
 
   async #loadVoice(spec) {

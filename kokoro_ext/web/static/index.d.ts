@@ -1,0 +1,126 @@
+// Types of the package's public API (tts.js and the modules it re-exports from), checked
+// by `tsc --noEmit` (tests/test_web_package.py).  Audio is float32 mono at SAMPLE_RATE.
+
+/** Samples per second of the audio. */
+export declare const SAMPLE_RATE: 24000;
+
+/** A language text.js reads. */
+export type Language = "en-us" | "en-gb";
+
+/** A word of the text: offsets into it, and the phonemes said for it. */
+export interface Word {
+  text: string;
+  start: number;
+  end: number;
+  phonemes: string;
+}
+
+/** A word and when it is said, in seconds from its chunk's start. */
+export interface TimedWord extends Word {
+  startTime: number;
+  endTime: number;
+}
+
+/** What a call speaks with. */
+export interface SpeakOptions {
+  /** A voice of `listVoices()`, a blend ("af_bella(2)+af_sky(1)"), or the build's own. */
+  voice?: string;
+  /** 1 is the model's pace; 2 twice as fast. */
+  speed?: number;
+  /** The harmonic source's noise (torch.manual_seed). */
+  seed?: number;
+  /** Default: the voice's first letter ("b": en-gb, else en-us). */
+  language?: Language;
+}
+
+/** One chunk of speech, as it is ready. */
+export interface Chunk {
+  /** The text it says: a stretch of the text given. */
+  text: string;
+  phonemes: string;
+  ids: Int32Array;
+  words: TimedWord[];
+  audio: Float32Array;
+  /** Frames per token. */
+  durations: Int32Array;
+  frames: number;
+}
+
+export interface Generated {
+  audio: Float32Array;
+  chunks: Chunk[];
+}
+
+/** The most a call of the build takes (the manifest's limits). */
+export interface Limits {
+  tokens: number;
+  frames: number;
+}
+
+/** A front end: text -> its words with their phonemes (default: text.js's). */
+export type Phonemize = (
+  text: string,
+  options: { language: Language; vocab: Record<string, number>; base: URL },
+) => Promise<{ words: Word[] }>;
+
+export interface LoadOptions {
+  log?: (message: string) => void;
+  phonemize?: Phonemize;
+}
+
+/** What both KokoroTTS and its worker give: speech of text, and the voices. */
+export interface Speaker {
+  readonly device: "webgpu" | "wasm";
+  readonly limits: Limits;
+  /** The voices the build ships, by name. */
+  listVoices(): Promise<string[]>;
+  /** Each chunk of `text` as it is spoken (a sentence, or part of a long one). */
+  stream(text: string, options?: SpeakOptions): AsyncGenerator<Chunk, void, undefined>;
+  /** All of `text`: its audio joined, and the chunks. */
+  generate(text: string, options?: SpeakOptions): Promise<Generated>;
+}
+
+/** A loaded build (kokoro.js's Build), as much of it as a page reads. */
+export interface Build {
+  readonly base: URL;
+  readonly device: "webgpu" | "wasm";
+  /** The builds loadBuild passed over, and why. */
+  readonly skipped: { base: string; reason: string }[];
+  readonly gpu: { adapterInfo?: { vendor?: string; architecture?: string } } | null;
+  readonly manifest: { limits: Limits; [key: string]: unknown };
+}
+
+export declare class KokoroTTS implements Speaker {
+  /**
+   * Load the build at `base` (a folder's URL), or the first of a list of folders that
+   * runs in this browser (["webgpu/", "wasm/"]).  The page loads the build's
+   * `tvmjs.js` first, as a classic script.
+   */
+  static load(base?: string | string[], options?: LoadOptions): Promise<KokoroTTS>;
+  readonly build: Build;
+  readonly device: "webgpu" | "wasm";
+  readonly limits: Limits;
+  listVoices(): Promise<string[]>;
+  stream(text: string, options?: SpeakOptions): AsyncGenerator<Chunk, void, undefined>;
+  generate(text: string, options?: SpeakOptions): Promise<Generated>;
+  /** A voice's pack (510 x 256 float32): a name, a blend, or the build's own. */
+  voice(spec?: string): Promise<Float32Array>;
+  /** Token ids (kokoro's boundary 0 at both ends) -> audio, through the four stages. */
+  synthesizeIds(
+    ids: ArrayLike<number>,
+    options?: Omit<SpeakOptions, "language">,
+  ): Promise<{ audio: Float32Array; durations: Int32Array; frames: number }>;
+}
+
+/** A chunk needs more frames than a call of the build takes. */
+export declare class FrameLimitError extends Error {
+  readonly frames: number;
+  readonly limit: number;
+}
+
+/** "af_bella(2)+af_sky(1)" -> [["af_bella", 2/3], ["af_sky", 1/3]]: weights summing to 1. */
+export declare function parseBlend(spec: string): [string, number][];
+/** A voice name's language, by its first letter. */
+export declare function languageOf(voice?: string): Language;
+/** 16-bit PCM WAV of `audio`. */
+export declare function wavBlob(audio: Float32Array, rate?: number): Blob;
