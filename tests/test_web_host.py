@@ -24,7 +24,7 @@ const input = JSON.parse(process.argv[1]);
 const voice = Float32Array.from({ length: 510 * 256 }, (_, i) => i);
 const out = {
   noise: Array.from(host.sourceNoise(input.seed, input.samples, input.harmonics)),
-  durations: Array.from(host.durations(input.predicted, input.speed)),
+  durations: Array.from(host.durations(Float32Array.from(input.predicted), input.speed)),
   aligned: Array.from(host.align(Float32Array.from(input.values), input.channels,
                                  Int32Array.from(input.frameCounts), input.frames)),
   style: Array.from(host.voiceStyle(voice, input.phonemes)),
@@ -42,15 +42,16 @@ def _run(**inputs) -> dict:
 
 def test_host_steps_are_the_python_runtimes():
     rng = np.random.default_rng(0)
-    predicted = [0.5, 1.5, 2.5, 3.49, 0.2, 7.0, 2.5000001]
+    # the text stage's durations are float32: just above a half, and halves
+    predicted = np.float32([0.5, 1.5, 2.5, 3.49, 0.2, 7.0, np.nextafter(np.float32(2.5), 3)])
     values = rng.standard_normal((3, 4)).astype(np.float32)
     frame_counts = [2, 0, 3, 1]
-    got = _run(seed=3, samples=1201, harmonics=9, predicted=predicted, speed=1.0,
+    got = _run(seed=3, samples=1201, harmonics=9, predicted=predicted.tolist(), speed=1.0,
                values=values.ravel().tolist(), channels=3, frameCounts=frame_counts,
                frames=8, phonemes=700)  # fmt: skip
     # torch's draws, bit for bit (the same libm calls up to the last bit of a double)
     np.testing.assert_array_equal(np.float32(got["noise"]), source_noise(3, 1, 1201, 9).ravel())
-    want = np.maximum(np.round(np.array(predicted)), 1)  # kokoro_ext.run.pipeline's
+    want = np.maximum(np.round(predicted / 1.0), 1)  # kokoro_ext.run.pipeline's
     np.testing.assert_array_equal(got["durations"], want)
     np.testing.assert_array_equal(
         np.float32(got["aligned"]).reshape(3, 8), align(values, np.array(frame_counts), 8)

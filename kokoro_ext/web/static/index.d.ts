@@ -15,8 +15,13 @@ export interface Word {
   phonemes: string;
 }
 
-/** A word and when it is said, in seconds from its chunk's start. */
-export interface TimedWord extends Word {
+/** A word a chunk reports (a written stretch: "$16.50" once) and when it is said, in
+ * seconds from the chunk's start; start and end are offsets into the text (null: text
+ * the front end added). */
+export interface TimedWord {
+  text: string;
+  start: number | null;
+  end: number | null;
   startTime: number;
   endTime: number;
 }
@@ -44,6 +49,8 @@ export interface Chunk {
   /** Frames per token. */
   durations: Int32Array;
   frames: number;
+  /** Seconds of silence before it: after a sentence 0.3, a clause 0.15, ...; 0 first. */
+  pause: number;
 }
 
 export interface Generated {
@@ -57,11 +64,21 @@ export interface Limits {
   frames: number;
 }
 
-/** A front end: text -> its words with their phonemes (default: text.js's). */
+/** A word chunks may be cut after: its text as read (with the whitespace after it), its
+ * phonemes, and the stretch of the original text it comes from (null: added text). */
+export interface Group {
+  text: string;
+  phonemes: string;
+  start: number | null;
+  end: number | null;
+}
+
+/** A front end: text -> its words with their phonemes (default: text.js's); `groups`,
+ * where given, are what chunks are cut between (else `words`). */
 export type Phonemize = (
   text: string,
   options: { language: Language; vocab: Record<string, number>; base: URL },
-) => Promise<{ words: Word[] }>;
+) => Promise<{ words: Word[]; groups?: Group[] }>;
 
 export interface LoadOptions {
   log?: (message: string) => void;
@@ -124,3 +141,34 @@ export declare function parseBlend(spec: string): [string, number][];
 export declare function languageOf(voice?: string): Language;
 /** 16-bit PCM WAV of `audio`. */
 export declare function wavBlob(audio: Float32Array, rate?: number): Blob;
+
+/** The chunks' audio joined, each after its `pause` of silence. */
+export declare function joinChunks(chunks: Pick<Chunk, "audio" | "pause">[]): Float32Array;
+/** The weighted mean of voice packs, summed in float64 and rounded once. */
+export declare function mixVoices(parts: [Float32Array, number][]): Float32Array;
+/** Most voices in one blend. */
+export declare const MAX_BLEND: 16;
+
+/** How a chunk ends, which sets the pause after it. */
+export type Break = "paragraph" | "sentence" | "clause" | "word" | "phoneme";
+/** Seconds of silence after a chunk that ends with each break. */
+export declare const PAUSES: Readonly<Record<Break, number>>;
+/** A chunk's words and how it ends. */
+export interface Piece {
+  words: Group[];
+  end: Break;
+}
+/** Words -> the chunks the Python Synthesizer makes of them: sentences (ends read in
+ * `text`, the original), each packed evenly in at most `limit` phonemes. */
+export declare function chunkWords(words: Group[], limit: number, text?: string): Piece[];
+/** A chunk halved at the word boundary nearest its middle; null for a single phoneme. */
+export declare function splitInTwo(piece: Piece): [Piece, Piece] | null;
+/** The words a chunk reports and their times in its audio, from its durations. */
+export declare function wordTimes(
+  words: Group[],
+  durations: ArrayLike<number>,
+  vocab: Record<string, number>,
+  secondsPerFrame: number,
+  reported?: { original: string; last: [number, number] | null; glued: ([number, number] | null)[] } | null,
+  lead?: number,
+): TimedWord[];
