@@ -9,6 +9,7 @@ Needs node and npm; elsewhere these tests skip, saying so; under CI they fail in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -28,8 +29,8 @@ if _missing and not os.environ.get("CI"):
 
 #: Code a page writes against the package: it must type-check as it is.
 USE = """
-import { KokoroTTS, SAMPLE_RATE, parseBlend, languageOf, wavBlob, FrameLimitError,
-         type Chunk, type Speaker } from "kokoro-tvm-ext";
+import { KokoroTTS, KokoroWorker, SAMPLE_RATE, parseBlend, languageOf, wavBlob, FrameLimitError,
+         sentenceEnd, type Chunk, type Generated, type Speaker } from "kokoro-tvm-ext";
 
 async function speak(speaker: Speaker, text: string): Promise<number> {
   let samples = 0;
@@ -49,6 +50,11 @@ const blend: [string, number][] = parseBlend("af_bella(2)+af_sky(1)");
 const language: "en-us" | "en-gb" = languageOf("bf_emma");
 const seconds: number = await speak(tts, "Hi.");
 const device: "webgpu" | "wasm" = tts.device;
+const worker: KokoroWorker = await KokoroTTS.load("wasm/", { worker: true });
+async function* reply(): AsyncGenerator<string> { yield "Hello "; yield "world. "; }
+const spoken: Generated = await worker.generate(reply(), { voice: "af_heart" });
+worker.terminate();
+console.log(spoken.chunks.map((c) => c.pause), sentenceEnd("Hi. Th"));
 const error = new Error("x");
 if (error instanceof FrameLimitError) console.log(error.frames, error.limit);
 console.log(blob, blend, language, seconds, device, chunks.length, tts.limits.tokens);
@@ -59,6 +65,7 @@ MISUSE = {
     "stream(42)": ("for await (const c of tts.stream(42)) console.log(c);", "TS2345"),
     "unknown option": ('await tts.generate("Hi.", { voise: "af_heart" });', "TS2561"),
     "audio is not a string": ('const s: string = (await tts.generate("Hi.")).audio;', "TS2322"),
+    "a worker has no build": ('console.log((await KokoroTTS.load("./", { worker: true })).build);', "TS2339"),
 }
 CONFIG = {
     "compilerOptions": {
@@ -137,3 +144,15 @@ def test_types_refuse_misuse(tmp_path, misuse):
     prelude = 'import { KokoroTTS } from "kokoro-tvm-ext";\nconst tts = await KokoroTTS.load();\n'
     out = _check(tmp_path, prelude + line + "\nexport {};\n")
     assert out.returncode != 0 and code in out.stdout, out.stdout + out.stderr
+
+
+def test_file_list_holds_every_file_but_the_manifest(tmp_path):
+    (tmp_path / "voices").mkdir()
+    (tmp_path / "voices" / "af_x.bin").write_bytes(b"\0" * 8)
+    (tmp_path / "tts.js").write_text("export {};\n")
+    (tmp_path / "manifest.json").write_text("{}")
+    listed = package.write_file_list(tmp_path)
+    assert set(listed) == {"voices/af_x.bin", "tts.js"}
+    assert listed["tts.js"] == hashlib.sha256(b"export {};\n").hexdigest()
+    assert json.loads((tmp_path / "files.json").read_text()) == listed
+    assert "files.json" not in package.write_file_list(tmp_path)  # written again: not itself

@@ -69,3 +69,22 @@ def pack(out: Path) -> Path:
     if done.returncode != 0 or len(tarballs) != 1:
         raise runtime.ToolchainError(f"npm pack {FOLDER} failed: {done.stderr.strip()[-500:]}")
     return tarballs[0]
+
+
+#: What files.json leaves out: the manifest (which names it) and itself.
+_UNLISTED = {"manifest.json", "files.json"}
+
+
+def write_file_list(directory: Path) -> dict[str, str]:
+    """Write ``directory/files.json``: ``{path: sha256}`` of every file of a browser build
+    but the manifest, paths relative to the folder with ``/``.  The page's service worker
+    (``sw.js``) holds what it caches to these, as it holds the stages to the manifest's."""
+    import hashlib
+
+    listed = {
+        path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.relative_to(directory).as_posix() not in _UNLISTED
+    }
+    (directory / "files.json").write_text(json.dumps(listed, indent=0, sort_keys=True))
+    return listed

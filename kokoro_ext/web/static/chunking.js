@@ -68,7 +68,8 @@ export function sentences(words, text = "") {
   return out;
 }
 
-function isAbbreviation(text) {
+/** Whether the last word of `text` is one whose period ends no sentence ("Dr.", "A."). */
+export function isAbbreviation(text) {
   const word = (text.trim().split(/\s+/).at(-1) ?? "").toLowerCase().replace(/\.+$/, "")
     .replace(/^[("'“‘]+/u, "");
   return (length(word) === 1 && /\p{L}/u.test(word)) || ABBREVIATIONS.has(word);

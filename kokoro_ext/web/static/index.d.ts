@@ -85,16 +85,31 @@ export interface LoadOptions {
   phonemize?: Phonemize;
 }
 
+export interface WorkerOptions {
+  /** The synthesis in a Web Worker (worker.js): the page's thread only posts messages. */
+  worker: true;
+  /** The URL of tvmjs.js the worker loads (default: the first build's). */
+  tvmjs?: string;
+}
+
+/** Text to speak: all of it, or its pieces as they come (an LLM's reply). */
+export type Text = string | AsyncIterable<string>;
+
 /** What both KokoroTTS and its worker give: speech of text, and the voices. */
 export interface Speaker {
   readonly device: "webgpu" | "wasm";
   readonly limits: Limits;
+  /** The builds passed over for this one, and why. */
+  readonly skipped: { base: string; reason: string }[];
+  /** The WebGPU adapter, or null (a wasm build). */
+  readonly adapterInfo: { vendor?: string; architecture?: string } | null;
   /** The voices the build ships, by name. */
   listVoices(): Promise<string[]>;
-  /** Each chunk of `text` as it is spoken (a sentence, or part of a long one). */
-  stream(text: string, options?: SpeakOptions): AsyncGenerator<Chunk, void, undefined>;
-  /** All of `text`: its audio joined, and the chunks. */
-  generate(text: string, options?: SpeakOptions): Promise<Generated>;
+  /** Each chunk of `text` as it is spoken (a sentence, or part of a long one); pieces
+   * of an async iterable are spoken sentence by sentence as they complete. */
+  stream(text: Text, options?: SpeakOptions): AsyncGenerator<Chunk, void, undefined>;
+  /** All of `text`: its audio joined (with the chunks' pauses), and the chunks. */
+  generate(text: Text, options?: SpeakOptions): Promise<Generated>;
 }
 
 /** A loaded build (kokoro.js's Build), as much of it as a page reads. */
@@ -110,16 +125,19 @@ export interface Build {
 export declare class KokoroTTS implements Speaker {
   /**
    * Load the build at `base` (a folder's URL), or the first of a list of folders that
-   * runs in this browser (["webgpu/", "wasm/"]).  The page loads the build's
-   * `tvmjs.js` first, as a classic script.
+   * runs in this browser (["webgpu/", "wasm/"]).  In the page, load the build's
+   * `tvmjs.js` first, as a classic script; with `worker: true` the worker loads it.
    */
   static load(base?: string | string[], options?: LoadOptions): Promise<KokoroTTS>;
+  static load(base: string | string[], options: WorkerOptions): Promise<KokoroWorker>;
   readonly build: Build;
   readonly device: "webgpu" | "wasm";
   readonly limits: Limits;
+  readonly skipped: { base: string; reason: string }[];
+  readonly adapterInfo: { vendor?: string; architecture?: string } | null;
   listVoices(): Promise<string[]>;
-  stream(text: string, options?: SpeakOptions): AsyncGenerator<Chunk, void, undefined>;
-  generate(text: string, options?: SpeakOptions): Promise<Generated>;
+  stream(text: Text, options?: SpeakOptions): AsyncGenerator<Chunk, void, undefined>;
+  generate(text: Text, options?: SpeakOptions): Promise<Generated>;
   /** A voice's pack (510 x 256 float32): a name, a blend, or the build's own. */
   voice(spec?: string): Promise<Float32Array>;
   /** Token ids (kokoro's boundary 0 at both ends) -> audio, through the four stages. */
@@ -128,6 +146,25 @@ export declare class KokoroTTS implements Speaker {
     options?: Omit<SpeakOptions, "language">,
   ): Promise<{ audio: Float32Array; durations: Int32Array; frames: number }>;
 }
+
+/** A KokoroTTS in a Web Worker: the same methods; chunks' audio comes back transferred. */
+export declare class KokoroWorker implements Speaker {
+  static start(base?: string | string[], options?: { tvmjs?: string }): Promise<KokoroWorker>;
+  readonly base: URL;
+  readonly device: "webgpu" | "wasm";
+  readonly limits: Limits;
+  readonly skipped: { base: string; reason: string }[];
+  readonly adapterInfo: { vendor?: string; architecture?: string } | null;
+  listVoices(): Promise<string[]>;
+  stream(text: Text, options?: SpeakOptions): AsyncGenerator<Chunk, void, undefined>;
+  generate(text: Text, options?: SpeakOptions): Promise<Generated>;
+  /** Stop the worker. */
+  terminate(): void;
+}
+
+/** Where a text still arriving has its complete sentences: the offset after the last
+ * sentence end and the whitespace after it (0: none yet). */
+export declare function sentenceEnd(text: string): number;
 
 /** A chunk needs more frames than a call of the build takes. */
 export declare class FrameLimitError extends Error {

@@ -12,8 +12,8 @@
 import { loadBuild } from "./kokoro.js";
 import { align, durations, sourceNoise, STYLE_WIDTH, voiceStyle } from "./host.js";
 import { phonemesToIds, phonemize as textPhonemize } from "./text.js";
-import { chunkWords, PAUSES, piecePhonemes, reportedWords, speakable, splitInTwo, unsaid, wordTimes,
-} from "./chunking.js";
+import { chunkWords, isAbbreviation, PAUSES, piecePhonemes, reportedWords, speakable, splitInTwo,
+  unsaid, wordTimes } from "./chunking.js";
 
 export { chunkWords, PAUSES, splitInTwo, wordTimes };
 
@@ -154,9 +154,15 @@ export class KokoroTTS {
   /**
    * Load the build at `base` (a folder's URL, or a list of them in order of preference,
    * e.g. ["./", "../wasm/"]: kokoro.js's loadBuild).  `phonemize(text, {language, vocab, base})` ->
-   * {words: [{text, phonemes, start, end}]} is the front end (default: text.js's).
+   * {words, groups} is the front end (default: text.js's).  `worker: true`: the synthesis
+   * in a Web Worker (worker.js), behind the same methods (a KokoroWorker); `tvmjs` is the
+   * URL of tvmjs.js it loads (default: the first build's).
    */
-  static async load(base = "./", { log = () => {}, phonemize = textPhonemize } = {}) {
+  static async load(base = "./", { log = () => {}, phonemize = textPhonemize, worker = false, tvmjs } = {}) {
+    if (worker) {
+      if (phonemize !== textPhonemize) throw new Error("a worker runs text.js's front end: no phonemize option");
+      return KokoroWorker.start(base, { tvmjs });
+    }
     const build = await loadBuild(base, { log }); // a list: the first build that runs here
     const response = await fetch(new URL("config.json", build.base));
     if (!response.ok) throw new Error(`config.json: HTTP ${response.status}`);
@@ -167,6 +173,17 @@ export class KokoroTTS {
     const response = await fetch(new URL(file, this.build.base));
     if (!response.ok) throw new Error(`${file}: HTTP ${response.status}`);
     return response.arrayBuffer();
+  }
+
+  /** The builds loadBuild passed over, and why ([{base, reason}]). */
+  get skipped() {
+    return this.build.skipped;
+  }
+
+  /** The WebGPU adapter's {vendor, architecture}, or null (a wasm build). */
+  get adapterInfo() {
+    const info = this.build.gpu?.adapterInfo;
+    return info ? { vendor: info.vendor, architecture: info.architecture } : null;
   }
 
   /** The voice pack (Float32Array [510 x 256]) of a name, a blend, or the build's own. */
@@ -265,16 +282,42 @@ export class KokoroTTS {
    * (after a sentence 0.3, a clause 0.15, ...; 0 before the first).
    * words: [{text, start, end, startTime, endTime}], offsets into `text`, times in
    * seconds of the chunk's audio.
+   * `text` may also be an async iterable of strings (an LLM's reply as it comes): each
+   * sentence is spoken once it is complete (its end mark and the space after it have
+   * come: sentenceEnd), the rest when the iterable ends; offsets are into the text so far.
    */
   async *stream(text, { voice, speed = 1, seed = 0, language } = {}) {
     language ??= languageOf(voice);
+    const said = { index: 0, previous: null, offset: 0 }; // across a stream's pieces
+    if (typeof text === "string") {
+      yield* this.#speak(text, { voice, speed, seed, language }, said);
+    } else {
+      let pending = "";
+      for await (const piece of text) {
+        pending += piece;
+        const cut = sentenceEnd(pending);
+        if (cut === 0) continue;
+        yield* this.#speak(pending.slice(0, cut), { voice, speed, seed, language }, said);
+        said.offset += cut;
+        pending = pending.slice(cut);
+      }
+      if (pending.trim()) yield* this.#speak(pending, { voice, speed, seed, language }, said);
+    }
+    if (said.index === 0) {
+      throw new Error(`nothing to say in ${typeof text === "string" ? JSON.stringify(text.slice(0, 60)) : "the text"}: ` +
+        "it has no words, only punctuation or symbols without a pronunciation");
+    }
+  }
+
+  async *#speak(text, { voice, speed, seed, language }, said) {
+    if (!text.trim()) return;
     const vocab = this.config.vocab;
     // the words chunks are cut between (a front end without them: its words)
     const { groups, words } = await this.phonemize(text, { language, vocab, base: this.build.base });
     const pending = chunkWords(groups ?? words, this.limits.tokens - 2, text);
     const reported = reportedWords(text);
     const secondsPerFrame = this.geometry.samples_per_frame / SAMPLE_RATE;
-    let index = 0, previous = null; // chunks said, and how the last one ended
+    const shift = (at) => (at === null || at === undefined ? at : at + said.offset);
     while (pending.length) {
       const piece = pending.shift();
       if (!speakable(piece, vocab)) {
@@ -285,7 +328,7 @@ export class KokoroTTS {
       const ids = phonemesToIds(phonemes, vocab);
       let spoken;
       try {
-        spoken = await this.synthesizeIds(ids, { voice, speed, seed: seed + index });
+        spoken = await this.synthesizeIds(ids, { voice, speed, seed: seed + said.index });
       } catch (error) {
         // more frames than a call takes: its halves, as the Python side halves it
         const halves = error instanceof FrameLimitError ? splitInTwo(piece) : null;
@@ -293,21 +336,18 @@ export class KokoroTTS {
         pending.unshift(...halves);
         continue;
       }
-      const pause = previous === null ? 0 : PAUSES[previous];
-      previous = piece.end;
+      const pause = said.previous === null ? 0 : PAUSES[said.previous];
+      said.previous = piece.end;
+      said.index += 1;
+      const timed = wordTimes(piece.words, spoken.durations, vocab, secondsPerFrame, reported);
       yield {
         text: piece.words.map((w) => w.text).join("").trim(),
         phonemes,
         ids,
-        words: wordTimes(piece.words, spoken.durations, vocab, secondsPerFrame, reported),
+        words: timed.map((w) => ({ ...w, start: shift(w.start), end: shift(w.end) })),
         pause,
         ...spoken,
       };
-      index += 1;
-    }
-    if (index === 0) {
-      throw new Error(`nothing to say in ${JSON.stringify(text.slice(0, 60))}: it has no words, ` +
-        "only punctuation or symbols without a pronunciation");
     }
   }
 
@@ -316,6 +356,120 @@ export class KokoroTTS {
     const chunks = [];
     for await (const chunk of this.stream(text, options)) chunks.push(chunk);
     return { audio: joinChunks(chunks), chunks };
+  }
+}
+
+/** Where a text that is still arriving has its complete sentences: the offset after the
+ * last sentence end (. ! ? or …, closing quotes, then whitespace; not after "Dr." or a
+ * single letter) or line break and the whitespace after it; 0 if none yet. */
+export function sentenceEnd(text) {
+  let cut = 0;
+  for (const match of text.matchAll(/[.!?…]+[)"'”’\]]*\s+|\n\s*/gu)) {
+    const before = text.slice(0, match.index + 1);
+    if (match[0][0] === "." && isAbbreviation(before)) continue;
+    cut = match.index + match[0].length;
+  }
+  return cut;
+}
+
+/** The synthesis of a KokoroTTS in a Web Worker (worker.js), behind the same methods:
+ * `KokoroTTS.load(base, { worker: true })`.  The main thread posts messages and gets each
+ * chunk's audio as a transferred Float32Array. */
+export class KokoroWorker {
+  #worker;
+  #next = 0;
+  #pending = new Map(); // id -> {resolve, reject} of a call, or a stream's {push}
+
+  constructor(worker) {
+    this.#worker = worker;
+    worker.onmessage = ({ data }) => this.#pending.get(data.id)?.(data);
+    worker.onerror = (event) => {
+      const error = new Error(`the worker failed: ${event.message ?? event}`);
+      for (const settle of this.#pending.values()) settle({ error: error.message });
+    };
+  }
+
+  /** A worker with the build at `base` loaded (KokoroTTS.load's `base`). */
+  static async start(base = "./", { tvmjs } = {}) {
+    const here = globalThis.location?.href;
+    const bases = (Array.isArray(base) ? base : [base]).map((b) => new URL(b, here).href);
+    const worker = new KokoroWorker(new Worker(new URL("./worker.js", import.meta.url)));
+    const loaded = await worker.#call({ op: "load", base: Array.isArray(base) ? bases : bases[0],
+      tvmjs: tvmjs ? new URL(tvmjs, here).href : new URL("tvmjs.js", bases[0]).href });
+    // the builds passed over, named as the caller named them
+    const named = new Map(bases.map((b, i) => [b, Array.isArray(base) ? base[i] : base]));
+    const skipped = loaded.skipped.map((s) => ({ ...s, base: named.get(s.base) ?? s.base }));
+    Object.assign(worker, loaded, { skipped, base: new URL(loaded.base) });
+    return worker;
+  }
+
+  #call(message) {
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, (data) => {
+        this.#pending.delete(id);
+        if ("error" in data) reject(new Error(data.error));
+        else resolve(data.result);
+      });
+      this.#worker.postMessage({ id, ...message });
+    });
+  }
+
+  /** The voices the build ships, by name. */
+  listVoices() {
+    return this.#call({ op: "voices" });
+  }
+
+  /** As KokoroTTS.stream: each chunk as the worker has it; `text` a string or an async
+   * iterable of strings, whose pieces are posted to the worker as they come. */
+  async *stream(text, options = {}) {
+    const id = this.#next++;
+    const queue = [];
+    let wake = null;
+    this.#pending.set(id, (data) => {
+      queue.push(data);
+      wake?.();
+    });
+    const pieces = typeof text === "string" ? null : text;
+    this.#worker.postMessage({ id, op: "stream", text: pieces ? undefined : text, options });
+    let finished = false, feeding = null;
+    if (pieces) {
+      feeding = (async () => {
+        for await (const piece of pieces) {
+          if (finished) return;
+          this.#worker.postMessage({ id, op: "piece", text: String(piece) });
+        }
+        this.#worker.postMessage({ id, op: "end" });
+      })().catch((error) => queue.push({ error: `the text failed: ${error.message ?? error}` }));
+    }
+    try {
+      for (;;) {
+        while (queue.length) {
+          const data = queue.shift();
+          if ("error" in data) throw new Error(data.error);
+          if (data.done) return;
+          yield data.chunk;
+        }
+        await new Promise((resolve) => (wake = resolve));
+      }
+    } finally {
+      finished = true;
+      this.#pending.delete(id);
+      this.#worker.postMessage({ id, op: "cancel" });
+      await feeding;
+    }
+  }
+
+  /** As KokoroTTS.generate. */
+  async generate(text, options = {}) {
+    const chunks = [];
+    for await (const chunk of this.stream(text, options)) chunks.push(chunk);
+    return { audio: joinChunks(chunks), chunks };
+  }
+
+  /** Stop the worker. */
+  terminate() {
+    this.#worker.terminate();
   }
 }
 
