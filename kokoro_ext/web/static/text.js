@@ -978,10 +978,10 @@ export function phonemesToIds(phonemes, vocab) {
   return Int32Array.from(ids);
 }
 
-/** Text -> {phonemes, ids, words, groups} (groups: the words chunks are cut between,
- * their normalized text and their stretch of the original).  language: "en-us" or "en-gb"; vocab: the model's
- * (default: config.json's beside this module); base: where the lexicon, phonemizer.js and
- * config.json are (default: this module's folder). */
+/** Text -> {phonemes, ids, words, groups}; groups: the words chunks are cut between
+ * (their text as read and their stretch of the original).  language: "en-us" or "en-gb";
+ * vocab: the model's (default: config.json's beside this module); base: where the
+ * lexicon, phonemizer.js and config.json are (default: this module's folder). */
 export async function phonemize(text, { language = "en-us", vocab = null, base = BASE } = {}) {
   if (language !== "en-us" && language !== "en-gb") throw new Error(`unsupported language ${language}: en-us or en-gb`);
   const british = language === "en-gb";

@@ -1,9 +1,11 @@
-// Text to speech in the browser with a `--target webgpu` build: kokoro.js runs the stages,
-// host.js the steps between them, a front end turns text into phonemes (text.js).
+// Text to speech in the browser with a `--target webgpu` or `wasm` build: kokoro.js runs
+// the stages, host.js the steps between them, a front end turns text into phonemes
+// (text.js), chunking.js cuts it into chunks and times the words as the Python runtime
+// does; with `worker: true` all of it runs in a Web Worker (worker.js).
 //
 //   const tts = await KokoroTTS.load("./");
 //   const { audio } = await tts.generate("Hello world.", { voice: "af_heart" });
-//   for await (const chunk of tts.stream(longText)) play(chunk.audio);
+//   for await (const chunk of tts.stream(longText)) play(chunk.audio, chunk.pause);
 //
 // Audio is float32 at 24 kHz.  The build's folder holds the stages, `config.json` (the
 // vocabulary), `voice.npy` (the build's default voice) and `voices/<name>.bin` (the voice
