@@ -79,18 +79,26 @@ async function current(cache, fresh) {
     expected[entry.file] = entry.sha256;
     expected[entry.weights.file] = entry.weights.sha256;
   }
-  Object.assign(expected, await listed(cache, digest, expected));
+  // the manifest's SHA-256 win over files.json's (the same files, where both list them)
+  Object.assign(expected, { ...(await listed(cache, digest)), ...expected });
   known = { digest, expected, response };
   return known;
 }
 
-/** files.json's SHA-256 of the other files, if the build has it ({} if not). */
-async function listed(cache, digest, expected) {
+/** files.json's SHA-256 of the other files, if the build has it ({} if not), asked of
+ * the network once per manifest (its absence is kept too). */
+async function listed(cache, digest) {
+  const key = new URL("files.json", scope()).href;
+  const cached = await cache.match(key);
+  if (cached && cached.headers.get(BUILD) === digest) return cached.json();
   try {
-    const response = await respond(cache, { digest, expected }, "files.json");
-    return response.ok ? await response.json() : {};
+    const response = await fetch(key, { cache: "no-store" });
+    const files = response.ok ? await response.json() : {};
+    await cache.put(key, new Response(JSON.stringify(files),
+      { headers: { "Content-Type": "application/json", [BUILD]: digest } }));
+    return files;
   } catch {
-    return {};
+    return cached ? cached.json() : {}; // offline
   }
 }
 
