@@ -58,3 +58,31 @@ def test_host_steps_are_the_python_runtimes():
     )
     voice = np.arange(510 * 256, dtype=np.float32).reshape(510, 1, 256)
     np.testing.assert_array_equal(got["style"], voice_style(voice, 700).ravel())
+
+
+_ALIGN = """
+import * as host from "%s";
+const cases = JSON.parse(process.argv[1]);
+process.stdout.write(JSON.stringify(cases.map((c) => Array.from(host.align(
+  Float32Array.from(c.values), c.channels, Int32Array.from(c.durations), c.frames)))));
+"""
+
+
+def test_alignment_is_the_runtimes_on_random_shapes():
+    """align on 40 random (channels, tokens, durations) cases, zero-frame tokens among
+    them: kokoro_ext.run.alignment.align's frames, bit for bit."""
+    rng = np.random.default_rng(5)
+    cases, want = [], []
+    for _ in range(40):
+        channels, tokens = int(rng.integers(1, 9)), int(rng.integers(1, 30))
+        durations = rng.integers(0, 7, tokens)
+        values = rng.standard_normal((channels, tokens)).astype(np.float32)
+        frames = int(durations.sum())
+        cases.append({"values": values.ravel().tolist(), "channels": channels,
+                      "durations": durations.tolist(), "frames": frames})  # fmt: skip
+        want.append(align(values, durations, frames))
+    script = _ALIGN % (STATIC / "host.js").as_uri()
+    out = subprocess.run(["node", "--input-type=module", "-e", script, json.dumps(cases)],
+                         capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    for case, got, expected in zip(cases, json.loads(out.stdout), want, strict=True):
+        np.testing.assert_array_equal(np.float32(got).reshape(case["channels"], -1), expected)
