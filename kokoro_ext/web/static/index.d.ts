@@ -88,7 +88,7 @@ export interface LoadOptions {
 export interface WorkerOptions {
   /** The synthesis in a Web Worker (worker.js): the page's thread only posts messages. */
   worker: true;
-  /** The URL of tvmjs.js the worker loads (default: the first build's). */
+  /** The URL of tvmjs.js the worker loads (default: the one beside tts.js, else a build's). */
   tvmjs?: string;
 }
 

@@ -158,7 +158,7 @@ export class KokoroTTS {
    * e.g. ["./", "../wasm/"]: kokoro.js's loadBuild).  `phonemize(text, {language, vocab, base})` ->
    * {words, groups} is the front end (default: text.js's).  `worker: true`: the synthesis
    * in a Web Worker (worker.js), behind the same methods (a KokoroWorker); `tvmjs` is the
-   * URL of tvmjs.js it loads (default: the first build's).
+   * URL of tvmjs.js it loads (default: the one beside this module, else a build's).
    */
   static async load(base = "./", { log = () => {}, phonemize = textPhonemize, worker = false, tvmjs } = {}) {
     if (worker) {
@@ -396,8 +396,11 @@ export class KokoroWorker {
     const here = globalThis.location?.href;
     const bases = (Array.isArray(base) ? base : [base]).map((b) => new URL(b, here).href);
     const worker = new KokoroWorker(new Worker(new URL("./worker.js", import.meta.url)));
+    // tvmjs: the one given, else the one beside this module (a build's folder), else a build's
+    const scripts = tvmjs ? [new URL(tvmjs, here).href]
+      : [...new Set([new URL("tvmjs.js", import.meta.url).href, ...bases.map((b) => new URL("tvmjs.js", b).href)])];
     const loaded = await worker.#call({ op: "load", base: Array.isArray(base) ? bases : bases[0],
-      tvmjs: tvmjs ? new URL(tvmjs, here).href : new URL("tvmjs.js", bases[0]).href });
+      tvmjs: scripts });
     // the builds passed over, named as the caller named them
     const named = new Map(bases.map((b, i) => [b, Array.isArray(base) ? base[i] : base]));
     const skipped = loaded.skipped.map((s) => ({ ...s, base: named.get(s.base) ?? s.base }));

@@ -3,7 +3,7 @@
 // Float32Array.  A classic worker: tvmjs (a UMD script) comes in by importScripts, the
 // ES modules by import().
 //
-// Messages in: {id, op: "load", base, tvmjs} | {id, op: "voices"} |
+// Messages in: {id, op: "load", base, tvmjs: [URLs to try]} | {id, op: "voices"} |
 //   {id, op: "stream", text?, options} (no text: pieces follow as {id, op: "piece", text}
 //   then {id, op: "end"}) | {id, op: "cancel"}.
 // Messages out: {id, result} | {id, chunk} | {id, done: true} | {id, error}.
@@ -43,7 +43,17 @@ async function speak({ id, text, options }) {
 async function handle(message) {
   const { id, op } = message;
   if (op === "load") {
-    importScripts(message.tvmjs);
+    // the first of the candidate tvmjs.js that loads (every build ships the same one)
+    const failed = [];
+    for (const url of message.tvmjs) {
+      try {
+        importScripts(url);
+        break;
+      } catch (error) {
+        failed.push(error.message);
+      }
+    }
+    if (failed.length === message.tvmjs.length) throw new Error(`no tvmjs.js loads: ${failed.join("; ")}`);
     const { KokoroTTS } = await import("./tts.js");
     tts = await KokoroTTS.load(message.base);
     const { device, limits, skipped, adapterInfo } = tts;
