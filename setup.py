@@ -157,7 +157,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["kokoro_ext", "kokoro_ext.*"]),
-    package_data={"kokoro_ext": ["configs/*.json", "web/static/*", "build/web/tvm_support/**/*"] + ([] if PREBUILT else [f"lib/{CPU_RECORD}"])},
+    package_data={"kokoro_ext": ["configs/*.json", "web/static/*", "third_party/tvm/**/*"] + ([] if PREBUILT else [f"lib/{CPU_RECORD}"])},
     ext_modules=[] if PREBUILT else [CMakeLibrary("kokoro_ext.lib.libkokoro_ext_kernels")],
     distclass=PlatformDistribution,
     cmdclass={"build_ext": CMakeBuild, "bdist_wheel": PlatformWheel}
@@ -194,7 +194,7 @@ setup(
         "audio": ["soundfile>=0.13", "lameenc", "av>=18"],
         # a CUDA build's run side (kokoro_ext.run.cuda): TVM's CUDA runtime links the CUDA
         # 13 runtime library; the driver's libcuda.so.1 comes with the NVIDIA driver
-        "cuda": ["nvidia-cuda-runtime>=13,<14"],
+        "cuda": ["nvidia-cuda-runtime>=13,<14", "nvidia-cudnn-cu13>=9,<10"],
         # python -m kokoro_ext.serve: the OpenAI-compatible speech server
         "serve": ["starlette", "uvicorn", "kokoro-tvm-ext[audio]"],
         # bench/: the engines compared (PyTorch eager and torch.compile through the build

@@ -14,9 +14,12 @@ working tree together): build here, carry, run one command.
    ``prepare`` writes ``gpu-bundle/`` (19 MiB for the real config's sm_90 build; it
    prints the size, with the repository's other files, and refuses past 64 MiB):
 
-   * this checkout's ``kokoro_ext`` (Python; for a CUDA build no native kernels: it runs
-     none) with TVM's runtime libraries in ``kokoro_ext/lib`` as a runtime wheel lays
-     them out (``libtvm_runtime.so``, ``libtvm_runtime_cuda.so``, the version record);
+   * this checkout's ``kokoro_ext`` (Python) with, in ``kokoro_ext/lib`` as a runtime
+     wheel lays them out, TVM's runtime libraries (``libtvm_runtime.so``,
+     ``libtvm_runtime_cuda.so``, the version record) and the native kernel library built
+     for portable x86-64 levels (``KERNEL_VARIANTS``: the machine there is another CPU
+     than this one), with OpenBLAS (scipy-openblas32), which it links: the host steps
+     draw the source noise with it (kokoro_ext.run.noise);
    * the tvm-ffi package, with the compiled core of every Python it was given besides
      this one's (``--tvm-ffi-wheel``; by default prepare downloads the cp312 wheel of
      the installed version with pip, as ``pip download --no-deps --only-binary=:all:
@@ -38,8 +41,7 @@ working tree together): build here, carry, run one command.
      ``Synthesizer.stream`` cuts them (``inputs.json``: no G2P there).
 
    A CPU build (``--target llvm``) can be prepared too, for ``run --dry-run``: its
-   libraries keep their own transform, and the bundle then carries the native kernel
-   library and OpenBLAS (scipy-openblas32) that they call.
+   libraries keep their own transform and call the native kernels.
 
 2. There (``gpu-bundle`` an ignored folder of the repository's root, named in the
    device call's ``carry``):
@@ -89,7 +91,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -97,8 +98,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: what a device call carries at most: the bundle and the rest of the working tree
 CARRY_LIMIT = 64 * 2**20
-#: the bundle's folders: the build, the host-compiled weight transforms
-BUILD, TRANSFORMS = "artifacts", "transforms"
+#: the native kernel library's variants a bundle carries (kokoro_ext.run.native.VARIANTS):
+#: x86-64-v3 for the GPU machines' Xeons, x86-64 for any other
+KERNEL_VARIANTS = ("avx2", "baseline")
+#: the bundle's folders: the builds (each in its own, by its folder's name here), their
+#: host-compiled weight transforms (``transforms/<build>/<stage>.so``)
+BUILDS, TRANSFORMS = "builds", "transforms"
 #: the duration head of the random model: its bias, and the L1 norm of each weight row at
 #: most (see the docstring: 1 to 7 frames a token, 3 where the LSTM's output is small)
 DURATION_BIAS, DURATION_ROW_L1 = -2.75, 1.0
@@ -125,12 +130,14 @@ def _tree_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _repository_size(root: Path, bundle: Path) -> int | None:
-    """Bytes of what a device call carries besides ``bundle``: the tracked files and the
-    untracked ones git does not ignore (None outside a git checkout)."""
+def _repository_size(root: Path, bundle: Path, which: str) -> int | None:
+    """Bytes of the files besides ``bundle`` that a device call carries from the checkout
+    at ``root``: ``which`` "tracked", or "untracked" (those git does not ignore, which a
+    call carries too); None outside a git checkout."""
+    flags = ["--cached"] if which == "tracked" else ["--others", "--exclude-standard"]
     try:
         listed = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            ["git", "-C", str(root), "ls-files", "-z", *flags],
             check=True, capture_output=True,
         ).stdout  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
@@ -216,29 +223,25 @@ def copy_tvm_ffi(out: Path, wheels: list[Path], python: str) -> None:
 
 
 def prepare(
-    artifacts: Path, out: Path, ffi_wheels: list[Path] | None = None, python: str = "3.12",
-    log=print,
+    artifacts: Path | list[Path], out: Path, ffi_wheels: list[Path] | None = None,
+    python: str = "3.12", log=print,
 ) -> Path:  # fmt: skip
-    import numpy as np
-
+    """The bundle of the builds ``artifacts`` (one or several, of one config: timed side
+    by side there) in ``out``."""
     sys.path.insert(0, str(HERE))
     from user import TEXTS  # bench/user.py's texts
 
-    from kokoro_ext.build.compiler import compile_host_transform
-    from kokoro_ext.build.gpu_target import gpu_target
-    from kokoro_ext.build.model import build_model
-    from kokoro_ext.build.stages import STAGES
     from kokoro_ext.run import artifacts as files
     from kokoro_ext.run import native
     from kokoro_ext.run.cuda import RUNTIME_NAME
-    from kokoro_ext.run.manifest import TensorSpec
-    from kokoro_ext.run.weights import load_weights
     from kokoro_ext.text.pipeline import Chunking, Progress, TextPipeline
+    from kokoro_ext.tools.wheel import cached_kernels
 
-    manifest = files.read_manifest(artifacts)
-    gpu = gpu_target(dict(manifest.target))
-    if gpu is not None and not gpu.is_cuda:
-        raise SystemExit(f"{artifacts} is a {gpu.name} build: a bundle is for a CUDA or CPU one")
+    builds = [Path(a) for a in ([artifacts] if isinstance(artifacts, (str, Path)) else artifacts)]
+    if len({b.name for b in builds}) != len(builds):
+        raise SystemExit("the builds of a bundle are named by their folders: give each its own name")
+    if len({(b / files.CONFIG).read_text() for b in builds}) != 1:
+        raise SystemExit("the builds of a bundle must be of one config (one model is made there)")
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -251,48 +254,24 @@ def prepare(
     for name in (native.RUNTIME_NAME, RUNTIME_NAME):
         shutil.copy2(runtime.path.with_name(name), lib / name)
     (lib / native.RUNTIME_RECORD).write_text(json.dumps({"version": runtime.version}) + "\n")
-    if gpu is None:  # a CPU build's stages (and transform) call the native kernels
-        kernels = native.library_path()
-        shutil.copy2(kernels, lib / native.LIBRARY_NAME)
-        shutil.copy2(native.record_path(kernels), lib / native.CPU_RECORD)
-        openblas = native.openblas_library().parents[1]
-        shutil.copytree(openblas, out / openblas.name,
-                        ignore=shutil.ignore_patterns("__pycache__", "include", "*.a"))  # fmt: skip
+    # the native kernels: a CPU build's stages and transform call them, and every build's
+    # host steps draw the source noise with them (kokoro_ext.run.noise); the variants of a
+    # runtime wheel, for portable x86-64 levels (the machine there is another CPU than
+    # this one), each with its CPU record; the loader takes the best one that runs there
+    for kernels in cached_kernels("x86_64", KERNEL_VARIANTS):
+        shutil.copy2(kernels, lib / kernels.name)
+        shutil.copy2(native.record_path(kernels), lib / native.record_path(kernels).name)
+    openblas = native.openblas_library().parents[1]
+    shutil.copytree(openblas, out / openblas.name,
+                    ignore=shutil.ignore_patterns("__pycache__", "include", "*.a"))  # fmt: skip
     copy_tvm_ffi(out, list(ffi_wheels or []), python)
     vendor_kokoro(out)
-    shutil.copytree(artifacts, out / BUILD,
-                    ignore=shutil.ignore_patterns("*.weights", files.LOG))  # fmt: skip
     shutil.copy2(Path(__file__), out / "gpu.py")
-
-    # a CUDA build's weight transforms, compiled for this host; each checked on the
-    # build's own model against the weights the build stored
-    if gpu is not None:
-        config = json.loads((artifacts / files.CONFIG).read_text())
-        source = manifest.weights
-        model = build_model(config, weights=source.path, seed=source.random_seed or 0)
-        (out / TRANSFORMS).mkdir()
-        for name, entry in manifest.stages.items():
-            start = time.perf_counter()
-            executable, parameters = compile_host_transform(STAGES[name], model, gpu)
-            taken = tuple(TensorSpec(p.name, p.dtype, p.shape) for p in parameters)
-            if taken != entry.parameters:
-                raise SystemExit(f"the {name} transform compiled here takes other parameters "
-                                 f"than {artifacts / files.MANIFEST} records")  # fmt: skip
-            if executable is None:
-                continue
-            path = out / TRANSFORMS / f"{name}.so"
-            executable.export_library(str(path))
-            got = _transform(path, stage_parameters(name, entry, model), kernels=False)
-            want = load_weights(artifacts / entry.weights.file, entry.weights.tensors)
-            same = len(got) == len(want) and all(
-                g.shape == w.shape and g.dtype == w.dtype and np.array_equal(g, w)
-                for g, w in zip(got, want)
-            )
-            if not same:
-                raise SystemExit(f"the {name} transform compiled here does not give the "
-                                 f"weights {artifacts} stored")  # fmt: skip
-            log(f"{name}: weight transform {path.stat().st_size / 1e6:.2f} MB, "
-                f"{time.perf_counter() - start:.0f} s, the build's weights exactly")  # fmt: skip
+    for build in builds:
+        shutil.copytree(build, out / BUILDS / build.name,
+                        ignore=shutil.ignore_patterns("*.weights", files.LOG))  # fmt: skip
+        _host_transforms(build, out / TRANSFORMS / build.name, log)
+    manifest = files.read_manifest(builds[0])
 
     pipeline = TextPipeline("a")
     limit = manifest.limits.tokens - 2
@@ -302,15 +281,70 @@ def prepare(
         inputs[name] = [c.piece.phonemes for c in chunks.chunks]
     (out / "inputs.json").write_text(json.dumps(inputs, ensure_ascii=False, indent=1))
 
+    # the limit is checked on the bundle and the tracked files, which a clean checkout
+    # has too; untracked files a user keeps are named, since a call carries them as well
     size = _tree_size(out)
-    rest = _repository_size(root, out)
-    total = size + (rest or 0)
+    tracked = _repository_size(root, out, "tracked")
+    total = size + (tracked or 0)
     log(f"wrote {out}: {size / 2**20:.1f} MiB"
-        + (f"; with the repository's other files {total / 2**20:.1f} MiB" if rest else "")
+        + (f"; with the repository's tracked files {total / 2**20:.1f} MiB" if tracked else "")
         + f" of the {CARRY_LIMIT / 2**20:.0f} MiB a device call carries")  # fmt: skip
     if total > CARRY_LIMIT:
         raise SystemExit(f"{out} does not fit a device call: {total / 2**20:.1f} MiB")
+    untracked = _repository_size(root, out, "untracked")
+    if untracked and total + untracked > CARRY_LIMIT:
+        log(f"warning: this checkout's untracked files that git does not ignore "
+            f"({untracked / 2**20:.1f} MiB) would travel with a device call too and take it "
+            f"over {CARRY_LIMIT / 2**20:.0f} MiB: move them away or ignore them")  # fmt: skip
     return out
+
+
+def _host_transforms(artifacts: Path, out: Path, log=print) -> None:
+    """A CUDA build's weight transforms, compiled for this host into ``out``; each checked
+    on the build's own model against the weights the build stored.  Nothing for a CPU
+    build (its libraries keep their own)."""
+    import numpy as np
+
+    from kokoro_ext.build.compiler import compile_host_transform
+    from kokoro_ext.build.gpu_target import gpu_target
+    from kokoro_ext.build.model import build_model
+    from kokoro_ext.build.stages import STAGES
+    from kokoro_ext.run import artifacts as files
+    from kokoro_ext.run.manifest import TensorSpec
+    from kokoro_ext.run.weights import load_weights
+
+    manifest = files.read_manifest(artifacts)
+    gpu = gpu_target(dict(manifest.target))
+    if gpu is None:
+        return
+    if not gpu.is_cuda:
+        raise SystemExit(f"{artifacts} is a {gpu.name} build: a bundle is for a CUDA or CPU one")
+    config = json.loads((artifacts / files.CONFIG).read_text())
+    source = manifest.weights
+    model = build_model(config, weights=source.path, seed=source.random_seed or 0)
+    out.mkdir(parents=True)
+    for name, entry in manifest.stages.items():
+        start = time.perf_counter()
+        executable, parameters = compile_host_transform(STAGES[name], model, gpu)
+        taken = tuple(TensorSpec(p.name, p.dtype, p.shape) for p in parameters)
+        if taken != entry.parameters:
+            raise SystemExit(f"the {name} transform compiled here takes other parameters "
+                             f"than {artifacts / files.MANIFEST} records")  # fmt: skip
+        if executable is None:
+            continue
+        path = out / f"{name}.so"
+        executable.export_library(str(path))
+        got = _transform(path, stage_parameters(name, entry, model), kernels=False)
+        want = load_weights(artifacts / entry.weights.file, entry.weights.tensors)
+        same = len(got) == len(want) and all(
+            g.shape == w.shape and g.dtype == w.dtype and np.array_equal(g, w)
+            for g, w in zip(got, want)
+        )
+        if not same:
+            raise SystemExit(f"the {name} transform compiled here does not give the "
+                             f"weights {artifacts} stored")  # fmt: skip
+        log(f"{artifacts.name} {name}: weight transform {path.stat().st_size / 1e6:.2f} MB, "
+            f"{time.perf_counter() - start:.0f} s, the build's weights exactly")  # fmt: skip
 
 
 # -- there: weights, then the comparisons ------------------------------------------------
@@ -375,53 +409,312 @@ def _transform(library: Path, arrays: list, kernels: bool) -> list:
 
 def make_weights(directory: Path, seed: int, log=print):
     """The reference model of ``seed``; its weights through each stage's transform into
-    the bundle's build, whose manifest is rewritten to match them."""
+    each of the bundle's builds, whose manifests are rewritten to match them."""
     from kokoro_ext.run import artifacts as files
     from kokoro_ext.run.manifest import Source, WeightsFile
     from kokoro_ext.run.weights import write_weights
 
-    build = directory / BUILD
-    manifest = files.read_manifest(build)
-    config = json.loads((build / files.CONFIG).read_text())
-    frames = most_frames_per_token(config) * manifest.limits.tokens
-    if frames > manifest.limits.frames:
-        raise SystemExit(f"random durations could reach {frames} frames a chunk, over the "
-                         f"build's limit of {manifest.limits.frames}")  # fmt: skip
+    builds = sorted(p for p in (directory / BUILDS).iterdir() if p.is_dir())
+    config = json.loads((builds[0] / files.CONFIG).read_text())
     start = time.perf_counter()
     model = reference_model(config, seed)
-    stages = {}
-    for name, entry in manifest.stages.items():
-        host = directory / TRANSFORMS / f"{name}.so"
-        library = host if host.is_file() else build / entry.file
-        outputs = _transform(library, stage_parameters(name, entry, model), not host.is_file())
-        layout = [(tuple(a.shape), str(a.dtype)) for a in outputs]
-        if layout != [(t.shape, t.dtype) for t in entry.weights.tensors]:
-            raise SystemExit(f"the {name} transform gives other arrays than the manifest lists")
-        path = build / entry.weights.file
-        tensors = tuple(write_weights(path, outputs))
-        weights = WeightsFile(entry.weights.file, files.sha256(path), path.stat().st_size, tensors)
-        stages[name] = dataclasses.replace(entry, weights=weights)
-    files.write_manifest(
-        build, dataclasses.replace(manifest, weights=Source(random_seed=seed), stages=stages)
-    )
-    log(f"weights of seed {seed} made and transformed in {time.perf_counter() - start:.1f} s "
-        f"(at most {most_frames_per_token(config)} frames a token)")  # fmt: skip
+    for build in builds:
+        manifest = files.read_manifest(build)
+        frames = most_frames_per_token(config) * manifest.limits.tokens
+        if frames > manifest.limits.frames:
+            raise SystemExit(f"random durations could reach {frames} frames a chunk, over "
+                             f"{build.name}'s limit of {manifest.limits.frames}")  # fmt: skip
+        stages = {}
+        for name, entry in manifest.stages.items():
+            host = directory / TRANSFORMS / build.name / f"{name}.so"
+            library = host if host.is_file() else build / entry.file
+            outputs = _transform(library, stage_parameters(name, entry, model), not host.is_file())
+            layout = [(tuple(a.shape), str(a.dtype)) for a in outputs]
+            if layout != [(t.shape, t.dtype) for t in entry.weights.tensors]:
+                raise SystemExit(f"the {name} transform gives other arrays than the manifest lists")
+            path = build / entry.weights.file
+            tensors = tuple(write_weights(path, outputs))
+            weights = WeightsFile(entry.weights.file, files.sha256(path), path.stat().st_size, tensors)
+            stages[name] = dataclasses.replace(entry, weights=weights)
+        files.write_manifest(
+            build, dataclasses.replace(manifest, weights=Source(random_seed=seed), stages=stages)
+        )
+    log(f"weights of seed {seed} made and transformed for {len(builds)} build(s) in "
+        f"{time.perf_counter() - start:.1f} s (at most {most_frames_per_token(config)} "
+        "frames a token)")  # fmt: skip
     return model
+
+
+class _tf32:
+    """PyTorch's TF32 switches (matmul, cuDNN) set to ``allow`` for a block; None keeps
+    PyTorch's defaults."""
+
+    def __init__(self, torch, allow: bool | None):
+        self.torch, self.allow = torch, allow
+
+    def __enter__(self):
+        backends = self.torch.backends
+        self.saved = (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32)
+        if self.allow is not None:
+            backends.cuda.matmul.allow_tf32 = backends.cudnn.allow_tf32 = self.allow
+
+    def __exit__(self, *exc):
+        self.torch.backends.cuda.matmul.allow_tf32, self.torch.backends.cudnn.allow_tf32 = self.saved
+
+
+class StageClock:
+    """A stage provider that adds each stage's wall time (its outputs are on the host when
+    it returns, so the device is done) to ``seconds``."""
+
+    def __init__(self, provider):
+        self.provider, self.seconds = provider, {}
+
+    def __call__(self, name: str):
+        stage = self.provider(name)
+
+        def timed(**inputs):
+            start = time.perf_counter()
+            outputs = stage(**inputs)
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            return outputs
+
+        return timed
+
+
+def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> dict:
+    """Warm medians of ``repeat`` per text, the engines interleaved in one process:
+
+    * each build of ``synths`` (by name), chunk by chunk as Synthesizer runs it
+      (kokoro_ext.run.pipeline.synthesize_ids), each stage timed, the rest being the
+      host steps;
+    * ``kmodel``: kokoro's whole ``KModel`` forward on the same device, the call a kokoro
+      user makes (``model(phonemes, ref_s)``): the baseline of the ratios;
+    * ``torch-stages``: PyTorch's stage modules through the same host steps as the
+      builds (the per-stage table's reference).
+    """
+    import copy
+
+    import torch
+
+    from kokoro_ext.run.pipeline import synthesize_ids, voice_style
+    from kokoro_ext.text import phonemes_to_ids
+    from kokoro_ext.tools.engines import torch_provider
+
+    kmodel = copy.deepcopy(model).to(device).eval()
+    first_synth = next(iter(synths.values()))  # the builds share a config and voice
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def styled(phon):
+        ids = phonemes_to_ids(phon, first_synth.vocab)
+        return ids, voice_style(first_synth.voice, len(ids) - 2)
+
+    def pipeline(provider):
+        def speak(chunks, frames):
+            for phon in chunks:
+                ids, style = styled(phon)
+                trace = synthesize_ids(provider, first_synth.geometry, ids, style,
+                                       first_synth.limits, 1.0, 0)  # fmt: skip
+                frames.append(trace.frames)
+                yield
+        return speak
+
+    def whole(chunks, frames):
+        for phon in chunks:
+            _, style = styled(phon)
+            with torch.no_grad():
+                output = kmodel(phon, torch.from_numpy(style).to(device), return_output=True)
+            sync()
+            frames.append(int(output.pred_dur.sum()))
+            yield
+
+    clocks = {name: StageClock(synth._stage) for name, synth in synths.items()}
+    engines = {name: pipeline(clock) for name, clock in clocks.items()}
+    engines.update({"kmodel": whole, "torch-stages": pipeline(torch_provider(model, device=device))})
+
+    def once(engine, chunks):
+        frames: list[int] = []
+        for clock in clocks.values():
+            clock.seconds = {}
+        start = time.perf_counter()
+        first = None
+        for _ in engines[engine](chunks, frames):
+            sync()
+            first = first if first is not None else time.perf_counter() - start
+        total = time.perf_counter() - start
+        return {"seconds": total, "first_chunk_seconds": first, "frames": frames,
+                "stages": dict(clocks[engine].seconds) if engine in clocks else {}}  # fmt: skip
+
+    warm_text = next(iter(inputs))
+    for engine in engines:  # loads, first-call allocations
+        once(engine, inputs[warm_text])
+    times: dict = {}
+    ms = lambda v: f"{v * 1e3:.1f}"  # noqa: E731
+    for text, chunks in inputs.items():
+        runs = {engine: [] for engine in engines}
+        for _ in range(repeat):
+            for engine in engines:
+                runs[engine].append(once(engine, chunks))
+        row: dict = {"builds": {}}
+        for engine, done in runs.items():
+            timing = {
+                "seconds": statistics.median(r["seconds"] for r in done),
+                "first_chunk_seconds": statistics.median(r["first_chunk_seconds"] for r in done),
+                "frames_per_chunk": done[0]["frames"],  # the durations each engine chose
+            }
+            if engine in clocks:
+                timing["stages"] = {name: statistics.median(r["stages"][name] for r in done)
+                                    for name in done[0]["stages"]}  # fmt: skip
+                timing["host_seconds"] = timing["seconds"] - sum(timing["stages"].values())
+                timing["over_kmodel"] = None  # below, once KModel's median is known
+                row["builds"][engine] = timing
+            else:
+                row[engine] = timing
+        for timing in row["builds"].values():
+            timing["over_kmodel"] = timing["seconds"] / row["kmodel"]["seconds"]
+            timing["over_torch_stages"] = timing["seconds"] / row["torch-stages"]["seconds"]
+        row["frames_per_chunk"] = runs["kmodel"][0]["frames"]
+        times[text] = row
+        print(f"{text:<10} KModel {ms(row['kmodel']['seconds'])} ms (first "
+              f"{ms(row['kmodel']['first_chunk_seconds'])}), stages "
+              f"{ms(row['torch-stages']['seconds'])} ms, frames {row['frames_per_chunk']}")  # fmt: skip
+        for name, t in row["builds"].items():
+            per_stage = " ".join(f"{n} {ms(v)}" for n, v in t["stages"].items())
+            print(f"{'':<10} {name}: {ms(t['seconds'])} ms x{t['over_kmodel']:.2f} of KModel "
+                  f"(first {ms(t['first_chunk_seconds'])}; {per_stage}; host "
+                  f"{ms(t['host_seconds'])})")  # fmt: skip
+    return times
+
+
+def convolution_check(synth, model, phonemes: str, device: str, repeat: int) -> list[dict]:
+    """Each of the model's 1-D convolutions at the shapes a synthesis of ``phonemes``
+    gives it, through the build's cuDNN library (``kokoro_ext.cudnn.conv1d``, for a build
+    whose target's libs name cuDNN) and through PyTorch (``F.conv1d``, TF32 off) on the
+    same tensors: the largest difference over the output's largest magnitude, and the
+    median time of each.  Without the library (or a GPU), the shapes alone."""
+    import torch
+    import tvm_ffi
+
+    from kokoro_ext.run import cuda, kernels
+    from kokoro_ext.run.pipeline import voice_style
+    from kokoro_ext.text import phonemes_to_ids
+
+    import copy
+
+    seen: dict = {}
+
+    def record(module, args, _output):
+        x = args[0]
+        key = (tuple(x.shape), tuple(module.weight.shape), module.stride, module.padding,
+               module.dilation, module.groups)  # fmt: skip
+        if module.groups == 1 and isinstance(module.padding, tuple):
+            seen.setdefault(key, (module, x.detach().clone()))
+
+    kmodel = copy.deepcopy(model).to(device)
+    hooks = [m.register_forward_hook(record) for m in kmodel.modules()
+             if isinstance(m, torch.nn.Conv1d)]  # fmt: skip
+    ids = phonemes_to_ids(phonemes, synth.vocab)
+    style = torch.from_numpy(voice_style(synth.voice, len(ids) - 2)).to(device)
+    with torch.no_grad():
+        kmodel(phonemes, style)
+    for hook in hooks:
+        hook.remove()
+    print(f"-- {len(seen)} convolution shapes in a synthesis of {len(ids)} tokens")
+    if not synth.manifest.requires.get("libraries") or device != "cuda":
+        return [{"x": list(k[0]), "w": list(k[1])} for k in seen]
+    cuda.load_runtime()
+    cuda.load_libraries(synth.directory, synth.manifest.requires)
+    conv = tvm_ffi.get_global_func(kernels.CUDNN_CONV1D)
+
+    def timed(fn) -> float:
+        times = []
+        for _ in range(repeat):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    rows = []
+    with _tf32(torch, False), torch.no_grad():
+        for (x_shape, w_shape, stride, padding, dilation, _), (module, x) in seen.items():
+            w = module.weight.detach().contiguous()
+            b = (module.bias.detach() if module.bias is not None
+                 else torch.zeros(w.shape[0], device=device)).contiguous()  # fmt: skip
+            want = torch.nn.functional.conv1d(x, w, b, stride, padding, dilation)
+            got = torch.empty_like(want)
+            options = tvm_ffi.Shape([stride[0], padding[0], dilation[0], 0])
+            args = [tvm_ffi.from_dlpack(t) for t in (x.contiguous(), w, b, got)]
+            ours = lambda: conv(options, *args)  # noqa: E731
+            ours()
+            torch.cuda.synchronize()
+            scale = float(want.abs().max()) or 1.0
+            rows.append({
+                "x": list(x_shape), "w": list(w_shape), "stride": stride[0],
+                "padding": padding[0], "dilation": dilation[0],
+                "relative_error": float((got - want).abs().max()) / scale,
+                "cudnn_seconds": timed(ours),
+                "torch_seconds": timed(lambda: torch.nn.functional.conv1d(
+                    x, w, b, stride, padding, dilation)),
+            })  # fmt: skip
+    worst = max((r["relative_error"] for r in rows), default=0.0)
+    ours_total = sum(r["cudnn_seconds"] for r in rows)
+    theirs_total = sum(r["torch_seconds"] for r in rows)
+    print(f"-- {len(rows)} convolution shapes through the build's cuDNN library against "
+          f"F.conv1d (TF32 off): worst relative difference {worst:.2e}; "
+          f"{ours_total * 1e3:.1f} ms against {theirs_total * 1e3:.1f} ms")  # fmt: skip
+    return rows
+
+
+def memory_soak(synth, inputs: dict, device: str, requests: int, checkpoint: int) -> dict:
+    """Device memory in use after ``checkpoint`` and after ``requests`` requests of mixed
+    lengths through the build (each a chunk cut to a length drawn from a fixed seed, so
+    most lengths are new), PyTorch's cache emptied before each reading."""
+    import random
+
+    import torch
+
+    from kokoro_ext.run.errors import NothingToSay
+
+    chunks = [c for text in inputs.values() for c in text]
+    draw = random.Random(0)
+    used: dict[int, int | None] = {}
+    for request in range(1, requests + 1):
+        chunk = draw.choice(chunks)
+        try:
+            synth.synthesize_phonemes(chunk[: draw.randint(1, len(chunk))])
+        except NothingToSay:  # a cut of nothing but spaces
+            synth.synthesize_phonemes(chunk)
+        if request in (checkpoint, requests):
+            if device == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                free, total = torch.cuda.mem_get_info()
+                used[request] = total - free
+            else:
+                used[request] = None
+    first, last = used[checkpoint], used[requests]
+    report = {f"device_used_after_{checkpoint}": first, f"device_used_after_{requests}": last,
+              "growth": (last / first) if first else None}  # fmt: skip
+    if first:
+        print(f"device memory in use: {first / 2**20:.0f} MiB after {checkpoint} requests, "
+              f"{last / 2**20:.0f} MiB after {requests} (x{last / first:.2f})")  # fmt: skip
+    return report
 
 
 def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int = 0) -> dict:
     # tvm-ffi would JIT-compile a torch extension at import where torch lacks the DLPack
-    # exchange API; nothing here hands torch tensors to TVM
+    # exchange API; the torch tensors handed to TVM here (convolution_check) take the
+    # plain DLPack protocol
     os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")
     directory = directory.resolve()
     sys.path.insert(0, str(directory))
-    import numpy as np
     import torch
 
-    from kokoro_ext.run.pipeline import synthesize_ids, voice_style
     from kokoro_ext.run.synthesizer import Synthesizer
-    from kokoro_ext.text import phonemes_to_ids
-    from kokoro_ext.tools.engines import torch_provider
     from kokoro_ext.tools.validate import format_table, verdict, validate
 
     device = "cpu" if dry_run else "cuda"
@@ -433,66 +726,34 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
         report.update(gpu=name, architecture=arch, torch=torch.__version__)
         print(f"GPU: {name} ({arch}); torch {torch.__version__}")
     model = make_weights(directory, seed)
-    synth = Synthesizer(directory / BUILD)  # refuses a machine it cannot run on
-    report["manifest_target"] = dict(synth.manifest.target)
+    # each refuses a machine it cannot run on
+    synths = {b.name: Synthesizer(b) for b in sorted((directory / BUILDS).iterdir()) if b.is_dir()}
+    report["builds"] = {name: {"target": dict(synth.manifest.target)}
+                        for name, synth in synths.items()}  # fmt: skip
     inputs = json.loads((directory / "inputs.json").read_text())
     if dry_run:
         inputs = dict(list(inputs.items())[:1])
-
-    # every stage against PyTorch float32 on the same device, and the waveform's SNR
     phonemes = inputs[next(iter(inputs))][0]
-    results = validate(synth, phonemes, seed=0, device=device, model=model)
-    table = format_table(results)
-    passed, rule = verdict(synth.manifest.weight_dtype, results, synth.manifest.precision)
-    print(table, "\n", rule, sep="")
-    report["stages"] = [r.__dict__ for r in results]
-    report["float32_bound"] = {"passed": passed, "rule": rule}
-
-    # warm times per text: the build and PyTorch eager, chunk by chunk, same host steps
-    eager = torch_provider(model, device=device)
-    engines = {"tvm": synth._stage, "torch-eager": eager}
-    frames: dict = {}
-
-    def speak(stages, text, chunks):
-        first = None
-        start = time.perf_counter()
-        for phon in chunks:
-            ids = phonemes_to_ids(phon, synth.vocab)
-            style = voice_style(synth.voice, len(ids) - 2)
-            trace = synthesize_ids(stages, synth.geometry, ids, style, synth.limits, 1.0, 0)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            first = first if first is not None else time.perf_counter() - start
-            frames.setdefault(text, []).append(int(np.sum(trace.durations)))
-        return time.perf_counter() - start, first
-
-    for stages in engines.values():  # warm-up: loads, first-call allocations
-        text = next(iter(inputs))
-        speak(stages, text, inputs[text])
-    times: dict = {}
-    for text, chunks in inputs.items():
-        times[text] = {}
-        for engine, stages in engines.items():
-            runs = [speak(stages, text, chunks) for _ in range(repeat)]
-            total = statistics.median(r[0] for r in runs)
-            first = statistics.median(r[1] for r in runs)
-            times[text][engine] = {"seconds": total, "first_chunk_seconds": first}
-        ratio = times[text]["tvm"]["seconds"] / times[text]["torch-eager"]["seconds"]
-        times[text]["tvm_over_eager"] = ratio
-        times[text]["frames_per_chunk"] = frames[text][: len(chunks)]
-        print(f"{text:<10} tvm {times[text]['tvm']['seconds'] * 1e3:9.1f} ms "
-              f"(first {times[text]['tvm']['first_chunk_seconds'] * 1e3:7.1f})  eager "
-              f"{times[text]['torch-eager']['seconds'] * 1e3:9.1f} ms  x{ratio:.2f}  "
-              f"frames {frames[text][: len(chunks)]}")  # fmt: skip
-    report["warm"] = times
-    if device == "cuda":
-        free, total = torch.cuda.mem_get_info()
-        report["memory"] = {
-            "device_used_bytes": total - free,
-            "torch_peak_bytes": torch.cuda.max_memory_allocated(),
-        }
-        print(f"device memory in use: {(total - free) / 2**20:.0f} MiB "
-              f"(torch's peak {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB)")  # fmt: skip
+    longest = max((c for chunks in inputs.values() for c in chunks), key=len)
+    for name, synth in synths.items():
+        entry = report["builds"][name]
+        # every stage against PyTorch float32 on the same device, and the waveform's SNR:
+        # judged with TF32 off (the float32 bound is for float32 products); PyTorch's
+        # default (cuDNN's convolutions may use TF32) reported beside it
+        entry["fidelity"] = {}
+        for mode, tf32 in (("tf32_off", False), ("torch_default", None)):
+            with _tf32(torch, tf32):
+                results = validate(synth, phonemes, seed=0, device=device, model=model)
+            passed, rule = verdict(synth.manifest.weight_dtype, results, synth.manifest.precision)
+            print(f"-- {name}: fidelity, PyTorch {mode}", format_table(results), rule, sep="\n")
+            entry["fidelity"][mode] = {"stages": [r.__dict__ for r in results],
+                                       "passed": passed, "rule": rule}  # fmt: skip
+        entry["convolutions"] = convolution_check(synth, model, longest, device, repeat)
+    report["warm"] = warm_times(synths, model, inputs, repeat, device)
+    for name, synth in synths.items():
+        report["builds"][name]["memory"] = memory_soak(
+            synth, inputs, device, requests=12 if dry_run else 200, checkpoint=4 if dry_run else 10
+        )
     if out is not None:
         out.write_text(json.dumps(report, indent=1, default=str))
     return report
@@ -502,7 +763,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="here: write the bundle to carry")
-    p.add_argument("--artifacts", type=Path, required=True)
+    p.add_argument("--artifacts", type=Path, action="append", required=True,
+                   help="a build (repeatable: builds of one config, timed side by side)")
     p.add_argument("--out", type=Path, default=Path("gpu-bundle"))
     p.add_argument("--python", default="3.12", help="the Python there (its tvm-ffi core)")
     p.add_argument("--tvm-ffi-wheel", type=Path, action="append", default=[],

@@ -262,3 +262,18 @@ def test_threads_per_actor_fit_the_largest_node():
     assert split_cores(opts(threads=1, actors=3), [2]) == Split(3, 1)
     with pytest.raises(ValueError, match="--threads 4: no node .* largest has 2"):
         split_cores(opts(threads=4), [2, 2])
+
+
+def test_a_cuda_build_takes_an_actor_per_share_of_a_gpu():
+    from kokoro_ext.bulk.run import Split, split_gpus
+
+    opts = lambda **kw: BulkOptions(Path("in.jsonl"), Path("out"), **kw)  # noqa: E731
+    # two nodes of 8 CPUs, 4 and 2 GPUs
+    assert split_gpus(opts(), [4.0, 2.0], [8, 8]) == Split(6, 2, 1.0)
+    assert split_gpus(opts(gpus_per_actor=0.5), [4.0, 2.0], [8, 8]) == Split(12, 2, 0.5)
+    assert split_gpus(opts(gpus_per_actor=2), [4.0, 2.0], [8, 8]) == Split(3, 2, 2)
+    assert split_gpus(opts(actors=1, threads=4), [1.0], [8]) == Split(1, 4, 1.0)
+    with pytest.raises(ValueError, match="no node of the Ray cluster has a GPU"):
+        split_gpus(opts(), [0.0, 0.0], [8, 8])
+    with pytest.raises(ValueError, match="--gpus-per-actor 1.5"):
+        split_gpus(opts(gpus_per_actor=1.5), [4.0], [8])

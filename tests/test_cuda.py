@@ -12,9 +12,11 @@ fail instead.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,32 +110,107 @@ def test_the_kernels_are_compiled_without_fast_math(tmp_path):
     assert "arch=compute_80,code=sm_80" in command
 
 
-def test_gpu_bundle_carries_the_weight_transforms(cuda_build, tmp_path):
+@pytest.fixture(scope="module")
+def cuda_bundle(cuda_build, tmp_path_factory):
+    """bench/gpu.py prepare's bundle of the small CUDA build (tvm-ffi of this Python)."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"  # no download in a test
+    out = tmp_path_factory.mktemp("bundle") / "bundle"
+    return gpu_script().prepare(cuda_build, out, python=here, log=lambda _: None)
+
+
+def test_gpu_bundle_carries_the_weight_transforms(cuda_build, cuda_bundle, tmp_path):
     """bench/gpu.py prepare: each stage's weight transform compiled alone for this host,
     which gives exactly the weights the build stored (prepare checks it), and runs where
     only the bundle, torch and numpy are (no TVM package, no native kernels): there it
     makes another seed's weights, and the manifest it rewrites lists them."""
-    gpu = gpu_script()
-    here = f"{sys.version_info.major}.{sys.version_info.minor}"  # no download in a test
-    bundle = gpu.prepare(cuda_build, tmp_path / "bundle", python=here, log=lambda _: None)
+    gpu, bundle = gpu_script(), cuda_bundle
     manifest = artifacts.read_manifest(cuda_build)
     with_weights = {n for n, e in manifest.stages.items() if e.parameters}
-    assert {p.stem for p in (bundle / gpu.TRANSFORMS).glob("*.so")} == with_weights
-    assert not list((bundle / gpu.BUILD).glob("*.weights"))
+    build = bundle / gpu.BUILDS / cuda_build.name
+    assert {p.stem for p in (bundle / gpu.TRANSFORMS / cuda_build.name).glob("*.so")} == with_weights
+    assert not list(build.glob("*.weights"))
     done = run_in_bundle(bundle, (
         "from pathlib import Path; import gpu\n"
         "gpu.make_weights(Path('.').resolve(), 1)\n"
         "from kokoro_ext.run import artifacts, native\n"
         "assert native._loaded is None  # the transforms need TVM's runtime alone\n"
-        "artifacts.verify('artifacts', artifacts.read_manifest('artifacts'), trust_stamps=False)\n"
+        f"build = {str(Path(gpu.BUILDS) / cuda_build.name)!r}\n"
+        "artifacts.verify(build, artifacts.read_manifest(build), trust_stamps=False)\n"
     ), tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    made = artifacts.read_manifest(bundle / gpu.BUILD)
+    made = artifacts.read_manifest(build)
     assert made.weights.random_seed == 1
     for name, entry in made.stages.items():
         assert entry.weights.tensors == manifest.stages[name].weights.tensors
         if name in with_weights:
             assert entry.weights.sha256 != manifest.stages[name].weights.sha256
+
+
+# The host steps of a synthesis, run in the bundle with stand-in stages that check what
+# they are given and return the shapes the contract names: durations, both alignments,
+# the source noise (through the carried native kernels), the audio's length.
+_HOST_PATH = """
+import json, sys
+import numpy as np, torch
+from kokoro_ext.run import artifacts, native
+from kokoro_ext.run.cpu import HostCPU
+from kokoro_ext.run.pipeline import synthesize_ids, voice_style
+from kokoro_ext.tools.reference import source_noise
+xeon = HostCPU('sapphirerapids', json.loads(sys.argv[1]))
+chosen = native.select(native.installed(native.LIBRARY_DIR), host=xeon)
+assert chosen.variant == 'avx2', chosen
+manifest = artifacts.read_manifest(sys.argv[2])
+geometry, seen = manifest.geometry, {}
+tokens, per_token = 9, 3
+def stage(name):
+    def run(**x):
+        seen[name] = {k: v.shape for k, v in x.items()}
+        f = x['lengths'][0]
+        if name == 'text':
+            T = x['input_ids'].shape[1]
+            return {'d': np.ones((1, T, 5), np.float32) * np.arange(T, dtype=np.float32)[None, :, None],
+                    'duration': np.full((1, T), per_token, np.float32),
+                    't_en': np.ones((1, 6, T), np.float32) * np.arange(T, dtype=np.float32)}
+        if name == 'prosody':
+            assert np.array_equal(x['en'][0, 0], np.repeat(np.arange(tokens, dtype=np.float32), per_token))
+            return {'F0': np.full((1, 2 * f), 100.0, np.float32), 'N': np.zeros((1, 2 * f), np.float32)}
+        if name == 'source':
+            seen['noise'] = x['noise']
+            return {'spectrum': np.zeros((1, 22, geometry.spectrum_per_frame * f + 1), np.float32)}
+        assert np.array_equal(x['asr'][0, 0], np.repeat(np.arange(tokens, dtype=np.float32), per_token))
+        return {'audio': np.zeros((1, geometry.samples_per_frame * f), np.float32)}
+    return run
+ids = [0] + [5] * (tokens - 2) + [0]
+style = voice_style(np.zeros((510, 1, 256), np.float32), tokens - 2)
+trace = synthesize_ids(stage, geometry, ids, style, manifest.limits, 1.0, 7)
+frames = tokens * per_token
+assert trace.frames == frames and trace.audio.shape == (geometry.samples_per_frame * frames,)
+want = source_noise(7, 1, geometry.samples_per_frame * frames, geometry.harmonics).numpy()
+assert np.array_equal(seen['noise'], want), 'the carried kernels draw other noise than torch'
+assert native._loaded.name == 'libkokoro_ext_kernels.avx2.so', native._loaded
+print('host path ok', seen)
+"""
+
+
+def test_cuda_bundle_host_path_runs_alone(cuda_bundle, tmp_path):
+    """bench/gpu.py's CUDA bundle runs a synthesis's host steps (imports, durations,
+    alignment, the source noise through the native kernels it carries, built for a
+    portable x86-64 level) in a process that sees only the bundle, torch and numpy, and
+    would load the same kernels on a simulated Sapphire Rapids Xeon (the GPU machines'
+    CPU, which lacks AMD's sse4a that a -march=native build here may use)."""
+    from kokoro_ext.build.target import cpu_model_features
+
+    bundle = cuda_bundle
+    recorded = json.loads((Path(__file__).parent / "data" / "host-zen3-kvm.json").read_text())
+    model = cpu_model_features("sapphirerapids")
+    xeon = json.dumps({f: f in model for f in recorded["features"]})
+    assert not json.loads(xeon)["sse4a"] and json.loads(xeon)["avx512f"]
+    (build,) = (bundle / gpu_script().BUILDS).iterdir()
+    arguments = [xeon, str(build)]
+    done = run_in_bundle(bundle, f"import sys; sys.argv[1:] = {arguments!r}\n" + _HOST_PATH,
+                         tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "host path ok" in done.stdout
 
 
 @pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: the refusal is for one without")

@@ -7,6 +7,7 @@ build's bundle: its weight transforms, compiled for this host."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import pytest
@@ -56,8 +57,13 @@ def test_bundle_dry_run_without_tvm_kokoro_or_transformers(build_dir, tmp_path):
     artifacts, _ = build_dir
     gpu = gpu_script()
     here = f"{sys.version_info.major}.{sys.version_info.minor}"  # no download in a test
-    bundle = gpu.prepare(artifacts, tmp_path / "bundle", python=here, log=lambda _: None)
-    assert not list((bundle / gpu.BUILD).glob("*.weights"))  # made there, from the seed
+    # the same build twice under two names: a bundle times its builds side by side
+    twin = tmp_path / "twin"
+    shutil.copytree(artifacts, twin, ignore=shutil.ignore_patterns("*.weights"))
+    bundle = gpu.prepare([artifacts, twin], tmp_path / "bundle", python=here, log=lambda _: None)
+    builds = {artifacts.name, "twin"}
+    assert {p.name for p in (bundle / gpu.BUILDS).iterdir()} == builds
+    assert not list((bundle / gpu.BUILDS).rglob("*.weights"))  # made there, from the seed
     assert (bundle / "kokoro" / "model.py").is_file() and (bundle / "kokoro" / "LICENSE").is_file()
     report_path = tmp_path / "report.json"
     done = run_in_bundle(
@@ -69,9 +75,32 @@ def test_bundle_dry_run_without_tvm_kokoro_or_transformers(build_dir, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(report_path.read_text())
     assert report["device"] == "cpu" and report["seed"] == 2
-    assert report["float32_bound"]["passed"], done.stdout
-    names = {s["name"] for s in report["stages"]}
-    assert {"text.duration", "decoder.audio", "waveform vs kokoro"} <= names
-    (text, times), = report["warm"].items()
-    assert times["tvm"]["seconds"] > 0 and times["torch-eager"]["seconds"] > 0
-    assert all(0 < f for f in times["frames_per_chunk"])
+    assert set(report["builds"]) == builds
+    for name, entry in report["builds"].items():
+        assert set(entry["fidelity"]) == {"tf32_off", "torch_default"}
+        assert entry["fidelity"]["tf32_off"]["passed"], done.stdout
+        names = {s["name"] for s in entry["fidelity"]["tf32_off"]["stages"]}
+        assert {"text.duration", "decoder.audio", "waveform vs kokoro"} <= names
+        # the convolutions a synthesis runs, found by their hooks (a CPU build has no cuDNN)
+        assert entry["convolutions"] and all(len(c["w"]) == 3 for c in entry["convolutions"])
+        # the memory soak ran its requests (a CPU has no device memory to read)
+        assert set(entry["memory"]) == {"device_used_after_4", "device_used_after_12", "growth"}
+    (text, row), = report["warm"].items()
+    assert set(row["builds"]) == builds
+    for timing in row["builds"].values():
+        assert set(timing["stages"]) == {"text", "prosody", "source", "decoder"}
+        # the stages and the host steps make up the build's time
+        assert 0 <= timing["host_seconds"] < timing["seconds"]
+        assert sum(timing["stages"].values()) + timing["host_seconds"] == pytest.approx(timing["seconds"])
+        assert timing["over_kmodel"] == pytest.approx(timing["seconds"] / row["kmodel"]["seconds"])
+        assert 0 < timing["first_chunk_seconds"] <= timing["seconds"]
+    for engine in ("kmodel", "torch-stages"):
+        assert 0 < row[engine]["first_chunk_seconds"] <= row[engine]["seconds"]
+    assert all(0 < f for f in row["frames_per_chunk"])
+    # the same durations from every engine (float32 on one CPU: the same rounding)
+    for timing in [*row["builds"].values(), row["kmodel"], row["torch-stages"]]:
+        assert timing["frames_per_chunk"] == row["frames_per_chunk"]
+    assert "KModel" in done.stdout and text in done.stdout
+    # the native kernels it ran are portable variants, not this machine's own build
+    assert sorted(p.name for p in (bundle / "kokoro_ext" / "lib").glob("libkokoro_ext_kernels*.so")) == [
+        f"libkokoro_ext_kernels.{v}.so" for v in sorted(gpu.KERNEL_VARIANTS)]

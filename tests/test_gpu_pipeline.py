@@ -11,6 +11,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
+import cpu_tir
 from kokoro_ext.build import gpu_pipeline
 from kokoro_ext.build.gpu_target import CUDA, WEBGPU, gpu_target
 from kokoro_ext.build.kernels.lstm_gpu import lstm_recurrence
@@ -94,6 +95,24 @@ def test_bool_as_int32_between_operators():
     tvm.ir.assert_structural_equal(bool_as_int32(Before), Expected)
 
 
+def _buffer_dtypes(func: tvm.tirx.PrimFunc) -> dict[str, str]:
+    """Element dtype of each buffer parameter of ``func`` (this TVM's buffer parameters are
+    Vars of BufferType; scalar parameters are left out)."""
+    return {
+        str(p.name): str(p.ty.dtype.dtype) for p in func.params
+        if isinstance(p.ty, tvm.tirx.BufferType)
+    }  # fmt: skip
+
+
+def test_buffer_dtypes_sees_a_bool_buffer_parameter():
+    @T.prim_func(private=True)
+    def toy(m: T.Buffer((4,), "bool"), y: T.Buffer((4,), "float32"), k: T.int32):
+        for i in range(4):
+            y[i] = T.if_then_else(m[i], T.float32(k), T.float32(0))
+
+    assert _buffer_dtypes(toy) == {"m": "bool", "y": "float32"}
+
+
 def test_bool_as_int32_leaves_no_bool_buffer_between_kernels():
     @I.ir_module
     class Before:
@@ -101,20 +120,29 @@ def test_bool_as_int32_leaves_no_bool_buffer_between_kernels():
         def main(a: R.Tensor(("n",), "float32"), b: R.Tensor(("n",), "float32")):
             with R.dataflow():
                 mask = R.less(a, b)
-                total = R.sum(a)
+                # a reduction and an elementwise kernel both read the mask: it is stored
+                total = R.sum(R.astype(mask, "float32"))
                 y = R.where(mask, R.add(a, total), b)
                 R.output(y)
             return y
 
-    with WEBGPU_TARGET:
-        mod = tvm.transform.Sequential(
-            [bool_as_int32, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
-             relax.transform.FuseOps(), relax.transform.FuseTIR()]  # fmt: skip
-        )(Before)
-    for gvar, func in mod.functions.items():
-        if isinstance(func, tvm.tirx.PrimFunc):
-            dtypes = {str(p.dtype) for p in func.params if hasattr(p, "dtype")}
-            assert "bool" not in dtypes, gvar.name_hint
+    def kernel_params(passes):
+        with WEBGPU_TARGET:
+            mod = tvm.transform.Sequential(
+                [*passes, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                 relax.transform.FuseOps(), relax.transform.FuseTIR()]  # fmt: skip
+            )(Before)
+        return {
+            gvar.name_hint: _buffer_dtypes(func) for gvar, func in mod.functions.items()
+            if isinstance(func, tvm.tirx.PrimFunc)
+        }  # fmt: skip
+
+    # without the pass the mask crosses kernels as bool: what the check below must catch
+    assert any("bool" in d.values() for d in kernel_params([]).values())
+    after = kernel_params([bool_as_int32])
+    assert len(after) >= 2, after
+    assert not any("bool" in d.values() for d in after.values()), after
+    assert any("int32" in d.values() for d in after.values()), after  # it crosses as int32
 
 
 def test_compensated_cumsum_rewrites_the_float64_running_sum():
@@ -150,18 +178,14 @@ def test_compensated_cumsum_leaves_other_scans():
 
 
 def test_phase_scan_matches_a_float64_sum_rounded_once():
-    # the kernel's arithmetic, replayed in numpy float32: Neumaier's sum of long phases
+    # the kernel itself, compiled for the CPU with its thread loops serial: Neumaier's sum
+    # of long phases; 3 x 25 rows and channels, more than one 64-thread group
     rng = np.random.default_rng(0)
-    x = rng.uniform(0, 1, 20000).astype(np.float32)
-    high = low = np.float32(0)
-    out = np.empty_like(x)
-    for t, value in enumerate(x):
-        total = np.float32(high + value)
-        low = np.float32(low + ((high - total) + value if abs(high) >= abs(value) else (value - total) + high))
-        high = total
-        out[t] = np.float32(high + low)
-    exact = np.cumsum(x.astype(np.float64)).astype(np.float32)
-    naive = np.cumsum(x, dtype=np.float32)
+    x = rng.uniform(0, 1, (3, 20000, 25)).astype(np.float32)
+    x *= rng.uniform(0.5, 2, (3, 1, 25)).astype(np.float32)  # each (row, channel) its own
+    out = cpu_tir.run(cpu_tir.cpu_function(phase_scan(), loops=2), x, out_shape=x.shape)
+    exact = np.cumsum(x.astype(np.float64), axis=1).astype(np.float32)
+    naive = np.cumsum(x, axis=1, dtype=np.float32)
     ulp = np.spacing(exact)
     assert np.max(np.abs(out - exact) / ulp) <= 1
     assert np.max(np.abs(naive - exact) / ulp) > 10  # what a plain float32 scan drifts by

@@ -1,8 +1,9 @@
-"""The two layers: import-linter's contracts (pyproject.toml), and the run side at work
-in a process where torch cannot be imported."""
+"""The two layers and the acyclic import graph: import-linter's contracts (pyproject.toml),
+and the run side at work in a process where torch cannot be imported."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,30 @@ def test_import_linter_contracts_are_kept():
     )
     report = result.stdout + result.stderr
     assert result.returncode == 0, report
-    assert "5 kept, 0 broken" in report, report
+    assert "6 kept, 0 broken" in report, report
+
+
+def test_the_acyclic_contract_sees_a_cycle_through_an_import_inside_a_function(tmp_path):
+    # the contract pyproject.toml holds, over a package whose one cycle is an import made
+    # inside a function (as kokoro_ext's were): it must be reported broken
+    package = tmp_path / "toy"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from toy.b import B\n\nA = 1\n")
+    (package / "b.py").write_text("B = 2\n\n\ndef late():\n    from toy import a\n\n    return a.A\n")
+    (tmp_path / ".importlinter").write_text(
+        "[importlinter]\nroot_packages =\n    toy\n\n"
+        "[importlinter:contract:acyclic]\nname = acyclic\ntype = acyclic_siblings\n"
+        "ancestors =\n    toy\n"
+    )
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    report = result.stdout + result.stderr
+    assert result.returncode != 0, report
+    assert "0 kept, 1 broken" in report and "No cycles are allowed in toy" in report, report
 
 
 def test_the_run_side_synthesizes_without_torch(build_dir, tmp_path):

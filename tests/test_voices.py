@@ -266,8 +266,8 @@ def test_parse_blend_normalizes_the_weights():
         ("af_test(1e999)+af_two", "got '1e999'"),
         ("af_test(two)+af_two", "got 'two'"),
         ("af_test()+af_two", "got ''"),
-        ("af_test-af_two", "subtracting a voice"),
-        ("af_test(2)-af_two", "subtracting a voice"),
+        ("af_test-", "empty part"),
+        ("af_test+-af_two", "empty part"),
         ("+".join(["af_test"] * 17), "17 voices; at most 16"),
     ],
 )
@@ -318,6 +318,24 @@ def test_a_blends_language_is_that_of_its_voices(blendable):
     _pack(15).astype("<f4").tofile(blendable / "xx_custom.bin")
     assert VoiceDirectory(blendable).voice("xx_custom+bm_test").language == "b"
     assert VoiceDirectory(blendable).voice("xx_custom").language is None
+
+
+def test_a_voice_after_a_minus_is_subtracted_as_kokoro_fastapi_does(blendable):
+    # its weights divided by their sum, the voices after "-" subtracted
+    blend = parse_blend("af_a(3)-af_b(1)+af_c")
+    assert [name for name, _ in blend.parts] == ["af_a", "af_b", "af_c"]
+    assert [w for _, w in blend.parts] == pytest.approx([0.6, -0.2, 0.2])
+    assert blend.name == "af_a(0.6)-af_b(0.2)+af_c(0.2)"
+    assert parse_blend("af_a(1e-3)-af_b(1e-3)").parts == (("af_a", 0.5), ("af_b", -0.5))
+    voice = VoiceDirectory(blendable).voice("af_two-af_test")
+    np.testing.assert_allclose(voice.pack, 0.5 * _pack(12) - 0.5 * _pack(1), rtol=1e-6, atol=1e-6)
+
+
+def test_a_mixed_blend_takes_its_first_voices_language_where_allowed(blendable):
+    with pytest.raises(BadBlend, match="mixes languages"):
+        parse_blend("bf_a+af_b")
+    assert parse_blend("bf_a+af_b", mixed_languages=True).language == "b"
+    assert parse_blend("xx_a-jf_b+af_c", mixed_languages=True).language == "j"
 
 
 def test_a_file_whose_name_looks_like_a_blend_is_that_file(tmp_path):

@@ -245,10 +245,11 @@ BLENDS = [
     "af_heart", "af_bella+af_sky", "af_bella(2)+af_sky(1)", " af_bella ( 2 ) + af_sky ",
     "af_a(0.1)+af_b(0.2)+af_c(0.3)", "af_a(1e-3)+af_b(3)", "af_a(1_0)+af_b", "af_a(.5)+af_b(5.)",
     "bf_emma(3)+bm_george(1)", "af_a(1e308)+af_b(1e308)", "af_x+zz_custom",
-    "+".join(f"af_v{i}({i + 1})" for i in range(16)),
+    "+".join(f"af_v{i}({i + 1})" for i in range(16)), "af_bella-af_sky",
+    "af_bella(2)-af_sky", "af_a(3) - af_b(1e-2) + af_c", "af_a(1e-3)-af_b",
     # refused
     "", "af_bella+", "af_bella(0)", "af_bella(-1)+af_sky", "af_bella(nan)", "af_bella(inf)",
-    "af_bella(x)", "af_bella(0x10)", "af_bella-af_sky", "af_bella(2)-af_sky", "af_bella+bf_emma",
+    "af_bella(x)", "af_bella(0x10)", "af_bella-", "-af_bella", "af_bella+bf_emma",
     "af_bella((2))", "../etc/passwd", "af_bella+af sky", "Af_Bella",
     "+".join(f"af_v{i}" for i in range(17)),
 ]  # fmt: skip
@@ -261,12 +262,13 @@ def _resolve(name: str) -> str:
 
 
 def test_blends_are_pythons(phonemized):
-    """parseBlend reads what voices.parse_blend reads, to the same normalized weights, and
-    refuses what it refuses; mixVoices is voices.mix to the bit."""
+    """parseBlend reads what voices.parse_blend reads (Kokoro-FastAPI's syntax, a voice
+    subtracted after -), to the same weights, and refuses what it refuses; mixVoices is
+    voices.mix to the bit, a subtracted voice among them."""
     _, _, _, text_js, tmp = phonemized
     rng = np.random.default_rng(1)
     packs = [rng.standard_normal((510, 1, 256)).astype(np.float32) for _ in range(3)]
-    weights = [0.7, 0.2, 0.1]
+    weights = [0.7, -0.2, 0.1]
     jobs = [{"kind": "blend", "spec": spec} for spec in BLENDS]
     jobs.append({"kind": "mix", "parts": [[p.ravel().tolist(), w] for p, w in zip(packs, weights)]})
     results = run_node(jobs, text_js, tmp)
@@ -277,7 +279,7 @@ def test_blends_are_pythons(phonemized):
             assert "error" in result, (spec, result)
             continue
         assert result == want, spec
-        assert math.isclose(sum(w for _, w in result), 1.0)
+        assert math.isclose(sum(abs(w) for _, w in result), 1.0)
     by_name = dict(zip("abc", packs))
     blend = type(parse_blend("a+b"))(tuple(zip("abc", weights)))
     np.testing.assert_array_equal(np.float32(results[-1]), mix(blend, by_name.__getitem__).ravel())

@@ -13,7 +13,7 @@ import pytest
 from kokoro_ext.build.gpu_target import STATIC
 from kokoro_ext.run.alignment import align
 from kokoro_ext.run.noise import source_noise
-from kokoro_ext.run.pipeline import voice_style
+from kokoro_ext.run.pipeline import durations, voice_style
 
 if shutil.which("node") is None and not os.environ.get("CI"):
     pytest.skip("needs node (Debian: nodejs)", allow_module_level=True)
@@ -51,13 +51,23 @@ def test_host_steps_are_the_python_runtimes():
                frames=8, phonemes=700)  # fmt: skip
     # torch's draws, bit for bit (the same libm calls up to the last bit of a double)
     np.testing.assert_array_equal(np.float32(got["noise"]), source_noise(3, 1, 1201, 9).ravel())
-    want = np.maximum(np.round(predicted / 1.0), 1)  # kokoro_ext.run.pipeline's
-    np.testing.assert_array_equal(got["durations"], want)
+    # halves round to even, as numpy does (2.5 -> 2, 0.5 -> 0 -> at least 1)
+    np.testing.assert_array_equal(got["durations"], durations(predicted))
+    assert got["durations"][2] == 2 and got["durations"][0] == 1 and got["durations"][6] == 3
     np.testing.assert_array_equal(
         np.float32(got["aligned"]).reshape(3, 8), align(values, np.array(frame_counts), 8)
     )
     voice = np.arange(510 * 256, dtype=np.float32).reshape(510, 1, 256)
     np.testing.assert_array_equal(got["style"], voice_style(voice, 700).ravel())
+
+
+def test_host_durations_at_another_speed_are_the_python_runtimes():
+    # float32, as the text stage gives them; at speed 2: 2.5, 1.5, 0.5, 0.45 ...
+    predicted = np.float32([5.0, 3.0, 1.0, 0.9, 7.02, 4.99])
+    got = _run(seed=0, samples=1, harmonics=1, predicted=predicted.tolist(), speed=2.0, values=[0.0],
+               channels=1, frameCounts=[1], frames=1, phonemes=1)  # fmt: skip
+    np.testing.assert_array_equal(got["durations"], durations(predicted, 2.0))
+    assert got["durations"][:4] == [2, 2, 1, 1]
 
 
 _ALIGN = """

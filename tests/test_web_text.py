@@ -87,10 +87,11 @@ def test_phonemes_agree_with_the_python_front_end(results):
 
 def test_ids_are_pythons_for_the_same_phonemes(results):
     items, got, expected, _ = results
-    for g, e in zip(got, expected):
-        if g["phonemes"] == e:
-            assert g["ids"] == phonemes_to_ids(e, VOCAB)
-            assert g["ids"][0] == g["ids"][-1] == 0  # kokoro's boundaries
+    same = [(g, e) for g, e in zip(got, expected) if g["phonemes"] == e]
+    assert len(same) >= EXACT * len(items), len(same)  # not a check of none of them
+    for g, e in same:
+        assert g["ids"] == phonemes_to_ids(e, VOCAB)
+        assert g["ids"][0] == g["ids"][-1] == 0  # kokoro's boundaries
 
 
 def test_words_are_the_words_timestamps_report(results, monkeypatch):

@@ -165,6 +165,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
             np.save(staging / artifacts.VOICE, voice.numpy())
             if gpu is not None:
                 gpu.add_page(staging)
+                requires = gpu.add_libraries(staging)
             env = environment.describe()
             manifest = Manifest(
                 kokoro_ext=kokoro_ext.__version__,
@@ -184,7 +185,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                 voice_sha256=artifacts.sha256(staging / artifacts.VOICE),
                 stages={name: stages[name] for name in STAGES},
                 build_seconds=round(time.perf_counter() - started, 1),
-                requires=dict(gpu.requires) if gpu else {},
+                requires=requires if gpu else {},
             )
             artifacts.write_manifest(staging, manifest)
         _replace_directory(staging, out)

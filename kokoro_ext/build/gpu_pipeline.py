@@ -32,11 +32,14 @@ import tvm
 from tvm import relax
 from tvm.s_tir import dlight as dl
 
+from kokoro_ext.build.cudnn import LIB as CUDNN_LIB
+from kokoro_ext.build.passes.dispatch import DispatchNativeKernels, cudnn_kernels
 from kokoro_ext.build.passes.gpu_schedule import GPU_RULES, check_scheduled
 from kokoro_ext.build.passes.memory import exact_dynamic_sizes
 from kokoro_ext.build.passes.narrow import WGSL_PASSES
 from kokoro_ext.build.passes.polyphase import polyphase_conv_transpose
 from kokoro_ext.build.passes.scan import compensated_cumsum
+from kokoro_ext.run.kernels import CUDNN_MATH
 from kokoro_ext.run.runner import TRANSFORM_PARAMS
 
 
@@ -51,6 +54,9 @@ class GpuPipelineOptions:
     #: within the device's storage buffers, and the decoder's AdaIN and Snake chains fused
     #: whole need 11 and make megabytes of WGSL that Chromium's SwiftShader crashes on.
     fuse_depth: int = 256
+    #: The math type of the cuDNN convolutions of a target with "cudnn" in its libs
+    #: (kokoro_ext.run.kernels.CUDNN_MATH): exact float32 by default.
+    cudnn_math: int = CUDNN_MATH["fp32"]
 
 
 @tvm.transform.module_pass(opt_level=0, name="kokoro_ext.DropTransformParams")
@@ -64,11 +70,18 @@ def drop_transform_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) ->
     return relax.transform.DeadCodeElimination(["main"])(mod)
 
 
-def library_dispatch_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
+def library_dispatch_passes(
+    target: tvm.target.Target, options: GpuPipelineOptions = GpuPipelineOptions()
+) -> list[tvm.transform.Pass]:
     """The transposed convolutions by phases (the weight transform, compiled by the CPU
-    pipeline for the build machine, rewrites them too: ``PipelineOptions.polyphase``),
-    and TVM's sampling dispatch (nothing of Kokoro's uses it; kept as TVM's list has it)."""
-    return [polyphase_conv_transpose, relax.backend.DispatchSampling()]
+    pipeline for the build machine, rewrites them too: ``PipelineOptions.polyphase``);
+    where the target's ``libs`` name cuDNN, the 1-D convolutions (the phases' too) to
+    its library (kokoro_ext.build.cudnn); and TVM's sampling dispatch (nothing of
+    Kokoro's uses it; kept as TVM's list has it)."""
+    passes = [polyphase_conv_transpose]
+    if CUDNN_LIB in target.attrs.get("libs", ()):
+        passes.append(DispatchNativeKernels(cudnn_kernels(options.cudnn_math)))
+    return passes + [relax.backend.DispatchSampling()]
 
 
 def legalize_passes(
@@ -137,7 +150,7 @@ def get_gpu_pipeline(
         config = {**ctx.config, "relax.FuseOps.max_depth": options.fuse_depth}
         with tvm.transform.PassContext(opt_level=ctx.opt_level, config=config), target:
             seq = tvm.transform.Sequential(
-                library_dispatch_passes(target)
+                library_dispatch_passes(target, options)
                 + legalize_passes(target, options)
                 + dataflow_lower_passes(target)
                 + finalize_passes(target)

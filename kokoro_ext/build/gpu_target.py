@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kokoro_ext.build import cudnn
 from kokoro_ext.build.gpu_pipeline import GpuPipelineOptions
 from kokoro_ext.build.pipeline import PipelineOptions
 
@@ -109,6 +110,15 @@ class GpuTarget:
         for name in names:
             shutil.copyfile(cache.voices_dir() / f"{name}.bin", directory / "voices" / f"{name}.bin")
         (directory / "voices.json").write_text(json.dumps(names))
+
+    def add_libraries(self, directory: Path) -> Mapping[str, Any]:
+        """Write the libraries of its own the stages call beside them in ``directory``
+        (the cuDNN convolutions of a target whose ``libs`` name cuDNN: kokoro_ext.build
+        .cudnn); the manifest's ``requires`` with their SHA-256 added."""
+        requires = dict(self.requires)
+        if self.is_cuda and cudnn.LIB in self.target.get("libs", ()):
+            requires["libraries"] = cudnn.library_record(cudnn.build_library(directory))
+        return requires
 
     def check(self, executable: Any, stage: str) -> None:
         """ValueError naming what of ``executable``'s kernels the device would refuse."""
@@ -190,12 +200,15 @@ CUDA_ARCHITECTURES = ("sm_80", "sm_86", "sm_89", "sm_90")
 _CUDA_HOST = {"kind": "llvm", "mtriple": "x86_64-unknown-linux-gnu", "mcpu": "x86-64"}
 
 
-def _cuda(name: str, what: str, architectures: tuple[str, ...], ptx: str | None) -> GpuTarget:
+def _cuda(
+    name: str, what: str, architectures: tuple[str, ...], ptx: str | None, libs: tuple[str, ...] = ()
+) -> GpuTarget:
     return GpuTarget(
         name=name,
         what=what,
         # the codegen's architecture: the oldest the kernels run on
-        target={"kind": "cuda", "arch": architectures[0], "host": _CUDA_HOST},
+        target={"kind": "cuda", "arch": architectures[0], "host": _CUDA_HOST,
+                **({"libs": list(libs)} if libs else {})},  # fmt: skip
         library_suffix=".so",
         pipeline=GpuPipelineOptions(),  # TVM's fusion depth
         requires={"architectures": list(architectures), "ptx": ptx},
@@ -216,7 +229,17 @@ CUDA_PRESETS = tuple(
     for arch in CUDA_ARCHITECTURES
 )  # fmt: skip
 
-GPU_TARGETS: dict[str, GpuTarget] = {t.name: t for t in (WEBGPU, WASM, CUDA, *CUDA_PRESETS)}
+#: The same with the convolutions through cuDNN (kokoro_ext.build.cudnn), for the GPUs
+#: where cuDNN's convolutions beat the build's own (bench/gpu.py measures both).
+CUDNN_PRESETS = tuple(
+    _cuda(f"{t.name}-cudnn", f"{t.what}; convolutions through cuDNN 9", t.architectures, t.ptx,
+          (cudnn.LIB,))
+    for t in (CUDA, *CUDA_PRESETS)
+)  # fmt: skip
+
+GPU_TARGETS: dict[str, GpuTarget] = {
+    t.name: t for t in (WEBGPU, WASM, CUDA, *CUDA_PRESETS, *CUDNN_PRESETS)
+}
 
 
 def gpu_target(target: Mapping[str, Any] | str) -> GpuTarget | None:

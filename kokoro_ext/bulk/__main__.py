@@ -36,6 +36,9 @@ def parse_args(argv: list[str] | None = None) -> BulkOptions:
     parser.add_argument("--actors", type=int, help="default: the cluster's CPUs / --threads")
     parser.add_argument("--threads", type=int,
                         help=f"per actor (default: {DEFAULT_THREADS}, or the largest node's CPUs if fewer)")
+    parser.add_argument("--gpus-per-actor", type=float, default=1.0,
+                        help="a CUDA build's actors: the share of a GPU each takes (0.5: two "
+                        "a GPU); their number: the cluster's GPUs / this, unless --actors")
     parser.add_argument("--piece-chars", type=int, default=PIECE_CHARS,
                         help="a long record is cut at sentence ends into pieces of this size")
     parser.add_argument("--no-progress", dest="progress", action="store_false")

@@ -54,6 +54,9 @@ class BulkOptions:
     address: str | None = None  # a Ray cluster; None: one started on this machine
     actors: int | None = None  # None: the cluster's CPUs // threads
     threads: int | None = None  # None: DEFAULT_THREADS, or the largest node's CPUs if fewer
+    #: a CUDA build's actors: the share of a GPU each takes (Ray's num_gpus; 0.5 puts
+    #: two on a GPU), their number the cluster's GPUs / this unless ``actors`` says
+    gpus_per_actor: float = 1.0
     piece_chars: int = PIECE_CHARS
     progress: bool = True
 
@@ -131,10 +134,30 @@ def run(options: BulkOptions, log=print) -> Summary:
 
 @dataclass(frozen=True)
 class Split:
-    """The actors of a run and the threads of each."""
+    """The actors of a run, the threads of each and the share of a GPU each takes."""
 
     actors: int
     threads: int
+    gpus: float = 0.0
+
+
+def split_gpus(options: BulkOptions, node_gpus: list[float], node_cpus: list[int]) -> Split:
+    """Actors for a CUDA build on a cluster whose live nodes have ``node_gpus`` GPUs:
+    ``gpus_per_actor`` of a GPU each, as many as the GPUs hold (or ``actors``), each with
+    the threads of its host steps.  ValueError where no node has a GPU or the share is
+    not one Ray places (more than one GPU must be a whole number of them)."""
+    share = options.gpus_per_actor
+    if share <= 0 or (share > 1 and share != int(share)):
+        raise ValueError(f"--gpus-per-actor {share}: give a share of a GPU (0.25, 0.5, 1) or "
+                         "a whole number of GPUs")  # fmt: skip
+    if not any(node_gpus):
+        raise ValueError("this build is for CUDA and no node of the Ray cluster has a GPU: "
+                         "run it where Ray sees NVIDIA GPUs, or build for the CPU "
+                         "(python -m kokoro_ext.build --target llvm)")  # fmt: skip
+    per_node = [int(g // share + 1e-9) for g in node_gpus]
+    threads = split_cores(BulkOptions(options.input, options.out_dir, threads=options.threads),
+                          node_cpus).threads  # fmt: skip
+    return Split(options.actors or max(1, sum(per_node)), threads, share)
 
 
 def split_cores(options: BulkOptions, node_cpus: list[int]) -> Split:
@@ -150,6 +173,13 @@ def split_cores(options: BulkOptions, node_cpus: list[int]) -> Split:
             f"{most}); use --threads {most} or fewer"
         )
     return Split(options.actors or max(1, sum(n // threads for n in node_cpus)), threads)
+
+
+def _is_cuda(options: BulkOptions) -> bool:
+    """Whether the build is for CUDA (its actors take GPUs), read from its manifest."""
+    from kokoro_ext.run import artifacts
+
+    return artifacts.read_manifest(Path(options.artifacts)).target.get("kind") == "cuda"
 
 
 def _check_build(options: BulkOptions) -> None:
@@ -182,9 +212,12 @@ def _synthesize(options: BulkOptions, todo: list[Record], rows: dict[int, Result
         context.execution_options.preserve_order = True  # records are written in order
         context.enable_progress_bars = False  # ours says records and audio hours
         logging.getLogger("ray.data").setLevel(logging.WARNING)
-        split = split_cores(
-            options, [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]]
-        )
+        alive = [n["Resources"] for n in ray.nodes() if n["Alive"]]
+        node_cpus = [int(r.get("CPU", 0)) for r in alive]
+        if _is_cuda(options):
+            split = split_gpus(options, [float(r.get("GPU", 0)) for r in alive], node_cpus)
+        else:
+            split = split_cores(options, node_cpus)
         by_index = {record.index: record for record in todo}
         items = [asdict(piece) for record in todo for piece in pieces(record, options.piece_chars)]
         dataset = ray.data.from_items(items, override_num_blocks=min(len(items), MAX_BLOCKS))
@@ -195,6 +228,7 @@ def _synthesize(options: BulkOptions, todo: list[Record], rows: dict[int, Result
             batch_size=1,
             compute=ray.data.ActorPoolStrategy(size=split.actors),
             num_cpus=split.threads,
+            **({"num_gpus": split.gpus} if split.gpus else {}),
         )
         writers: dict[int, RecordWriter] = {}
         saved = time.monotonic()

@@ -5,7 +5,7 @@ fatbin: machine code for the architectures the manifest's ``requires`` lists, an
 PTX that the driver compiles for a later GPU.  Running them takes TVM's CUDA runtime
 library (``libtvm_runtime_cuda.so``: beside ``libtvm_runtime.so`` in the apache-tvm
 wheel or a runtime wheel), the CUDA 13 runtime (``libcudart.so.13``: the
-``nvidia-cuda-runtime`` wheel, ``pip install kokoro-ext[cuda]``, or a CUDA install), and
+``nvidia-cuda-runtime`` wheel, ``pip install kokoro-tvm-ext[cuda]``, or a CUDA install), and
 the NVIDIA driver's ``libcuda.so.1``, with a GPU.  ``check_device`` refuses, naming what
 is missing, before anything of TVM runs.
 """
@@ -25,19 +25,62 @@ from kokoro_ext.run import native
 
 RUNTIME_NAME = "libtvm_runtime_cuda.so"
 CUDART_NAME = "libcudart.so.13"
+CUDNN_NAME = "libcudnn.so.9"
+#: The convolution library a build with "libs": ["cudnn"] carries (kokoro_ext.build.cudnn).
+CUDNN_LIBRARY = "libkokoro_ext_cudnn.so"
 DRIVER_NAME = "libcuda.so.1"
 #: DLPack's device types, and TVM's device attributes (runtime.GetDeviceAttr)
 KDL_CPU, KDL_CUDA = 1, 2
 _EXIST, _COMPUTE_VERSION, _DEVICE_NAME = 0, 4, 5
 
 
-def _cudart() -> Path | None:
-    """libcudart.so.13 of the nvidia-cuda-runtime wheel, None for the system's."""
+def _wheel_library(name: str) -> Path | None:
+    """``name`` from one of NVIDIA's wheels (nvidia/*/lib/), None for the system's."""
     spec = importlib.util.find_spec("nvidia")
     for location in list(spec.submodule_search_locations or []) if spec else []:
-        for path in sorted(Path(location).glob(f"*/lib/{CUDART_NAME}")):
+        for path in sorted(Path(location).glob(f"*/lib/{name}")):
             return path
     return None
+
+
+def _cudart() -> Path | None:
+    """libcudart.so.13 of the nvidia-cuda-runtime wheel, None for the system's."""
+    return _wheel_library(CUDART_NAME)
+
+
+def load_libraries(directory: Path, requires: Mapping[str, Any]) -> list[Path]:
+    """The libraries of their own that a build's stages call (``requires["libraries"]``:
+    file name -> SHA-256; the cuDNN convolutions of kokoro_ext.build.cudnn), each checked
+    and loaded once, with cuDNN from the nvidia-cudnn-cu13 wheel where it is installed.
+    ValueError naming a missing or changed file, or a missing cuDNN."""
+    import hashlib
+
+    loaded = []
+    for name, sha256 in dict(requires.get("libraries") or {}).items():
+        path = Path(directory) / name
+        if not path.is_file():
+            raise ValueError(f"{path} is missing: these artifacts' stages call it; rebuild them")
+        if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+            raise ValueError(f"{path} differs from the one these artifacts were built with; "
+                             "rebuild them")  # fmt: skip
+        if name == CUDNN_LIBRARY:
+            cudnn = _wheel_library(CUDNN_NAME)
+            try:
+                ctypes.CDLL(str(cudnn) if cudnn else CUDNN_NAME, ctypes.RTLD_GLOBAL)
+            except OSError as err:
+                raise ValueError(
+                    f"these artifacts' convolutions run through cuDNN 9 ({CUDNN_NAME} does "
+                    f"not load: {err}): pip install 'kokoro-tvm-ext[cuda]' (the "
+                    "nvidia-cudnn-cu13 wheel), or build without \"cudnn\" in the target's libs"
+                ) from None
+        _load_once(str(path.resolve()))
+        loaded.append(path)
+    return loaded
+
+
+@functools.cache
+def _load_once(path: str) -> None:
+    ctypes.CDLL(path, ctypes.RTLD_GLOBAL)  # registers its global functions
 
 
 @functools.cache
@@ -60,7 +103,7 @@ def load_runtime() -> Path:
     except OSError as err:
         raise ValueError(
             f"the CUDA 13 runtime ({CUDART_NAME}) does not load ({err}): "
-            "pip install 'kokoro-ext[cuda]' (the nvidia-cuda-runtime wheel), or install "
+            "pip install 'kokoro-tvm-ext[cuda]' (the nvidia-cuda-runtime wheel), or install "
             "CUDA 13 and put its lib64 on LD_LIBRARY_PATH"
         ) from None
     path = native.runtime_library().path.with_name(RUNTIME_NAME)

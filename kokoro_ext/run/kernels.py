@@ -64,3 +64,11 @@ ALL: frozenset[str] = frozenset(
     value for key, value in dict(globals()).items()
     if key.isupper() and key != "PREFIX" and isinstance(value, str)
 )
+
+# cpp/cuda/cudnn_conv.cc: a CUDA build's convolutions through cuDNN (--target with
+# "libs": ["cudnn"]), a library of its own that such a build carries (kokoro_ext.build
+# .cudnn), apart from ALL
+CUDNN_CONV1D = "kokoro_ext.cudnn.conv1d"
+#: cudnn_conv.cc's math types by a build's products: exact float32 (FMA kernels only, as
+#: PyTorch with TF32 off), TF32 tensor cores, float16 tensor cores with float32 sums
+CUDNN_MATH: dict[str, int] = {"fp32": 0, "tf32": 1, "fp16": 2}

@@ -73,6 +73,12 @@ def voice_style(voice: np.ndarray, phonemes: int) -> np.ndarray:
     return voice[min(max(phonemes - 1, 0), len(voice) - 1)].reshape(1, 2 * STYLE_DIM)
 
 
+def durations(predicted: np.ndarray, speed: float = 1.0) -> np.ndarray:
+    """Frames per token: the text stage's durations divided by ``speed``, rounded (half to
+    even), at least 1 (host.js's ``durations`` in the page)."""
+    return np.maximum(np.round(np.asarray(predicted) / speed), 1).astype(np.int64)
+
+
 def synthesize_ids(
     run_stage: StageProvider,
     geometry: Geometry,
@@ -107,14 +113,14 @@ def synthesize_ids(
         lengths=np.array([tokens], dtype=np.int64),
         style=predictor_style,
     )
-    durations = np.maximum(np.round(text["duration"][0] / speed), 1).astype(np.int64)
-    frames = int(durations.sum())
+    frames_per_token = durations(text["duration"][0], speed)
+    frames = int(frames_per_token.sum())
     if frames > limits.frames:
         raise LengthOverflow("frames", frames, limits.frames)
     frame_lengths = np.array([frames], dtype=np.int64)
     prosody = run(
         "prosody",
-        en=align(text["d"][0].T, durations, frames)[None],  # [1, C, frames]
+        en=align(text["d"][0].T, frames_per_token, frames)[None],  # [1, C, frames]
         lengths=frame_lengths,
         style=predictor_style,
     )
@@ -127,7 +133,7 @@ def synthesize_ids(
     )
     decoder = run(
         "decoder",
-        asr=align(text["t_en"][0], durations, frames)[None],
+        asr=align(text["t_en"][0], frames_per_token, frames)[None],
         F0=prosody["F0"],
         N=prosody["N"],
         lengths=frame_lengths,
@@ -136,7 +142,7 @@ def synthesize_ids(
     )
     return Trace(
         audio=decoder["audio"][0].astype(np.float32),
-        durations=durations,
+        durations=frames_per_token,
         tokens=tokens,
         frames=frames,
         stages=outputs,

@@ -17,6 +17,7 @@ libpython does), for nothing a stage needs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -94,6 +95,48 @@ def to_numpy(tensor: tvm_ffi.Tensor) -> np.ndarray:
     return np.array(np.from_dlpack(tensor), copy=True)
 
 
+class PoolBound:
+    """Keeps TVM's pooled allocator on a GPU from growing with every input length.
+
+    The pool keeps each freed buffer for later requests of exactly its size; with
+    symbolic lengths nearly every chunk brings sizes of its own, so over a long-running
+    server the pool would hold a buffer for every length it has seen.  This counts the
+    distinct input shapes the stages have been called with since the pool was last
+    emptied, and empties it (``clear``: ``vm.builtin.memory_manager.clear``, which frees
+    the buffers no tensor holds) before a call that would make them more than
+    ``shapes``: the pool then serves repeated lengths, as a server's retries and a
+    bench's repeats are, and holds the buffers of at most ``shapes`` lengths.
+    """
+
+    def __init__(self, clear: Callable[[], Any], shapes: int = 4):
+        self._clear, self.shapes = clear, shapes
+        self._seen: set[tuple] = set()
+        self._lock = threading.Lock()
+        self.clears = 0
+
+    def before_call(self, key: tuple) -> None:
+        with self._lock:
+            if key in self._seen:
+                return
+            if len(self._seen) >= self.shapes:
+                self._clear()
+                self._seen.clear()
+                self.clears += 1
+            self._seen.add(key)
+
+
+_gpu_pool: PoolBound | None = None
+
+
+def gpu_pool() -> PoolBound:
+    """The process's PoolBound over TVM's memory manager (one for every GPU VM: TVM's
+    memory manager is global)."""
+    global _gpu_pool
+    if _gpu_pool is None:
+        _gpu_pool = PoolBound(tvm_ffi.get_global_func("vm.builtin.memory_manager.clear"))
+    return _gpu_pool
+
+
 class StageRunner:
     """Runs a compiled stage on numpy inputs and returns numpy outputs.
 
@@ -120,7 +163,10 @@ class StageRunner:
         return to_numpy(cuda.to_host(tensor) if self._device == "cuda" else tensor)
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
-        out = self._main(*(self._input(to_tensor(_numpy(a))) for a in args), *self._weights)
+        arrays = [_numpy(a) for a in args]
+        if self._device == "cuda":
+            gpu_pool().before_call((id(self), *(np.shape(a) for a in arrays)))
+        out = self._main(*(self._input(to_tensor(a)) for a in arrays), *self._weights)
         if isinstance(out, tvm_ffi.Tensor):
             return [self._output(out)]
         return [self._output(o) for o in out]

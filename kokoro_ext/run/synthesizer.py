@@ -167,6 +167,9 @@ class Synthesizer:
             if name not in self._runners:
                 artifacts.verify(self.directory, self.manifest, [entry.file, entry.weights.file])
                 device = "cuda" if self.manifest.target.get("kind") == "cuda" else "cpu"
+                if device == "cuda":
+                    cuda.load_runtime()
+                    cuda.load_libraries(self.directory, self.manifest.requires)
                 library = load_library(self.directory / entry.file, device)
                 arrays = load_weights(self.directory / entry.weights.file, entry.weights.tensors)
                 signature = entry.signature

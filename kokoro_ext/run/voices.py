@@ -7,11 +7,14 @@ A voice is given as a file or by name:
 * ``.pt``: a torch tensor (kokoro's ``voices/*.pt``);
 * a name such as ``af_heart``: ``<name>.bin`` (or ``.npy``/``.pt``) in the voices
   directory that ``python -m kokoro_ext.build.fetch`` fills (kokoro_ext.run.cache.voices_dir());
-* a blend of names: ``af_bella+af_sky`` (equal weights) or ``af_bella(2)+af_sky(1)``
-  (Kokoro-FastAPI's syntax, which its clients send), the weighted mean of the packs with
-  the weights normalized to sum to 1 (``parse_blend``).  The voices of a blend must be of
-  one language (a name's first letter, kokoro_ext.text.languages): the language picks
-  the G2P that reads the text, and a text is read once.
+* a blend of names: ``af_bella+af_sky`` (equal weights), ``af_bella(2)+af_sky(1)`` or
+  ``af_bella-af_sky`` (Kokoro-FastAPI's syntax, which its clients send): the packs
+  summed with the weights normalized so that their sizes sum to 1, a voice after ``-``
+  subtracted (``parse_blend``).  The voices of a blend must be of one language (a
+  name's first letter, kokoro_ext.text.languages): the language picks the G2P that
+  reads the text, and a text is read once.  A caller that takes Kokoro-FastAPI's
+  requests (kokoro_ext.serve) allows mixed blends as it does: the first voice's
+  language reads the text.
 
 Loading needs numpy (and torch only for ``.pt``); not the compiler.  A voice that is not
 there raises UnknownVoice (kokoro_ext.run.errors: the caller's mistake), a blend that
@@ -38,11 +41,11 @@ SUFFIXES = (".bin", ".npy", ".pt")
 MAX_BLEND = 16
 _NAME = re.compile(r"^[a-z]{2}_[a-z0-9]+$")
 # one part of a blend: a name, then optionally a weight in parentheses
-_PART = re.compile(r"(?P<name>[^()+]*?)\s*(?:\((?P<weight>[^()]*)\))?")
+_PART = re.compile(r"(?P<name>[^()+-]*?)\s*(?:\((?P<weight>[^()]*)\))?")
 # a spec that starts as a blend does (af_bella(2)..., af_bella-af_sky) rather than a path
 _BLEND_START = re.compile(r"\s*[a-z]{2}_[a-z0-9]+\s*[(-]")
-# Kokoro-FastAPI's a-b (a voice or weight, minus a voice)
-_SUBTRACT = re.compile(r"(?:[a-z]{2}_[a-z0-9]+|\))\s*-\s*[a-z]{2}_[a-z0-9]+")
+# the same, starting with an alias (alloy-af_bella)
+_ALIAS_START = re.compile(r"\s*([A-Za-z0-9_]+)\s*[(-]")
 
 
 def list_voices(directory: str | Path | None = None) -> list[str]:
@@ -141,7 +144,8 @@ def is_blend(spec: object) -> bool:
 
 @dataclass(frozen=True)
 class Blend:
-    """Voices by name with weights that sum to 1; a single voice has weight 1."""
+    """Voices by name with weights whose sizes sum to 1, negative for a voice subtracted
+    (``af_bella-af_sky``: 0.5 and -0.5); a single voice has weight 1."""
 
     parts: tuple[tuple[str, float], ...]
 
@@ -150,7 +154,10 @@ class Blend:
         """The voice's name, or the blend written with its normalized weights."""
         if len(self.parts) == 1:
             return self.parts[0][0]
-        return "+".join(f"{name}({weight:.4g})" for name, weight in self.parts)
+        return "".join(
+            f"{'-' if weight < 0 else '+' if i else ''}{name}({abs(weight):.4g})"
+            for i, (name, weight) in enumerate(self.parts)
+        )
 
     @property
     def language(self) -> str | None:
@@ -158,44 +165,64 @@ class Blend:
         return next(filter(None, (_language(name) for name, _ in self.parts)), None)
 
 
-def parse_blend(spec: str, resolve: Callable[[str], str] = lambda name: name) -> Blend:
-    """The Blend ``spec`` writes: ``name``, ``a+b`` (equal weights) or ``a(2)+b(1)``, spaces
-    around parts and weights allowed; the weights are normalized to sum to 1.
+def parse_blend(
+    spec: str, resolve: Callable[[str], str] = lambda name: name, mixed_languages: bool = False
+) -> Blend:
+    """The Blend ``spec`` writes, as Kokoro-FastAPI reads it: ``name``, ``a+b`` (equal
+    weights), ``a(2)+b(1)`` or ``a-b`` (b subtracted), spaces around parts and weights
+    allowed.  The weights are divided by their sum (a subtracted voice's counted as it is
+    written, positive), so that ``a(2)+b(1)`` is the weighted mean and ``a-b`` is
+    ``0.5 a - 0.5 b``.
 
     ``resolve`` maps each name to the voice it stands for (raising UnknownVoice if none).
     BadBlend for an empty part or one that is not ``name`` or ``name(weight)``, a weight
-    that is not a positive finite number, a ``-`` (Kokoro-FastAPI subtracts a voice so:
-    not a mean of voices), more than MAX_BLEND voices, or voices of different languages.
+    that is not a positive finite number, more than MAX_BLEND voices, or voices of
+    different languages unless ``mixed_languages`` (then the blend's language is its
+    first voice's, as Kokoro-FastAPI reads the text in the first voice's language).
     """
-    pieces = spec.split("+")
-    if len(pieces) > MAX_BLEND:
-        raise BadBlend(f"voice blend {_show(spec)} has {len(pieces)} voices; at most {MAX_BLEND}")
-    found: list[tuple[str, float]] = []
-    for piece in pieces:
-        if _SUBTRACT.search(piece):
-            raise BadBlend(
-                f"voice {_show(spec)}: subtracting a voice (a-b) is not supported; a blend "
-                "is a weighted mean: af_bella(2)+af_sky(1)"
-            )
+    terms = _terms(spec)
+    if len(terms) > MAX_BLEND:
+        raise BadBlend(f"voice blend {_show(spec)} has {len(terms)} voices; at most {MAX_BLEND}")
+    found: list[tuple[str, float, int]] = []
+    for sign, piece in terms:
         match = _PART.fullmatch(piece.strip())
         if match is None or not match["name"]:
             what = "an empty part" if not piece.strip() else f"the part {_show(piece.strip())}"
             raise BadBlend(
                 f"cannot read {what} of voice blend {_show(spec)}: write voices as "
-                "af_bella+af_sky or with weights as af_bella(2)+af_sky(1)"
+                "af_bella+af_sky, with weights as af_bella(2)+af_sky(1), or subtract one "
+                "as af_bella-af_sky"
             )
         name, weight = match["name"], _weight(match["weight"], match["name"], spec)
         try:
-            found.append((resolve(name), weight))
+            found.append((resolve(name), weight, sign))
         except UnknownVoice as error:
-            if len(pieces) == 1:
+            if len(terms) == 1:
                 raise
             raise UnknownVoice(f"{error} (in the voice blend {_show(spec)})") from None
-    top = max(weight for _, weight in found)  # scaled by the largest first: sums stay finite
-    total = math.fsum(weight / top for _, weight in found)
-    blend = Blend(tuple((name, weight / top / total) for name, weight in found))
-    _check_languages(blend, spec)
+    top = max(weight for _, weight, _ in found)  # scaled by the largest first: sums stay finite
+    total = math.fsum(weight / top for _, weight, _ in found)
+    blend = Blend(tuple((name, sign * weight / top / total) for name, weight, sign in found))
+    if not mixed_languages:
+        _check_languages(blend, spec)
     return blend
+
+
+def _terms(spec: str) -> list[tuple[int, str]]:
+    """``spec`` cut at each ``+`` and ``-`` outside parentheses (a weight may be ``1e-3``
+    or, refused later with its own message, ``-1``): (sign, text) of each part."""
+    terms: list[tuple[int, str]] = []
+    sign, start, depth = 1, 0, 0
+    for i, char in enumerate(spec):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif char in "+-" and depth == 0:
+            terms.append((sign, spec[start:i]))
+            sign, start = (1 if char == "+" else -1), i + 1
+    terms.append((sign, spec[start:]))
+    return terms
 
 
 def _weight(text: str | None, name: str, spec: str) -> float:
@@ -239,8 +266,8 @@ def _check_languages(blend: Blend, spec: str) -> None:
 
 
 def mix(blend: Blend, load: Callable[[str], np.ndarray]) -> np.ndarray:
-    """The weighted mean of the packs of ``blend`` (``load`` gives a name's pack), float32;
-    a single voice's pack as it is."""
+    """The packs of ``blend`` summed with its weights (``load`` gives a name's pack),
+    float32; a single voice's pack as it is."""
     if len(blend.parts) == 1:
         return load(blend.parts[0][0])
     total = np.zeros(VOICE_SHAPE, np.float64)  # summed in float64, rounded once
@@ -310,13 +337,15 @@ class VoiceDirectory:
     For callers that take a voice from someone else (kokoro_ext.serve's clients): a voice
     is looked up among the names listed when this is made, never taken as a path, so
     ``../x`` or ``/etc/passwd`` cannot reach a file.  ``aliases`` maps other names onto
-    voices (OpenAI's ``alloy`` onto ``af_alloy``).  Wherever a voice is asked for, a blend
+    voices (OpenAI's ``alloy`` onto ``am_adam``, as Kokoro-FastAPI maps it).  Wherever a voice is asked for, a blend
     of these names and aliases is too (``af_bella(2)+alloy``: parse_blend).
     """
 
-    def __init__(self, directory: str | Path | None = None, aliases: Mapping[str, str] | None = None):
+    def __init__(self, directory: str | Path | None = None, aliases: Mapping[str, str] | None = None,
+                 mixed_languages: bool = False):
         self.directory = Path(directory) if directory is not None else cache.voices_dir()
         self.aliases = dict(aliases or {})
+        self.mixed_languages = mixed_languages  # parse_blend's: the first voice's language
         self.names = list_voices(self.directory)
         self._known = frozenset(self.names)
         self._packs: dict[str, np.ndarray] = {}  # 0.5 MB each: 28 MB once all 54 are used
@@ -333,7 +362,11 @@ class VoiceDirectory:
         naming a voice that is not here, BadBlend for a blend that cannot be made."""
         if not isinstance(voice, str):
             raise UnknownVoice(f"unknown voice {_show(voice)}; {self._choices()}")
-        return parse_blend(voice, self.resolve)
+        start = _ALIAS_START.match(voice)
+        if not (is_blend(voice) or start and start[1] in self.aliases):
+            # one name: a "-" elsewhere (a path) is no subtraction
+            return Blend(((self.resolve(voice), 1.0),))
+        return parse_blend(voice, self.resolve, self.mixed_languages)
 
     def voice(self, voice: object) -> NamedVoice:
         """The pack of ``voice`` (as ``blend`` takes it, or a Blend it made), with its name

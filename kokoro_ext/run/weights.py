@@ -12,9 +12,11 @@ array a call never reads, such as the Winograd filter of a layer that runs direc
 short lengths, never becomes resident), and the arrays reach TVM through DLPack without
 a copy.
 
-A browser build stores its large float32 arrays in a smaller wire format (``Wire``:
-kokoro_ext.run.wire), which the page widens to float32 at load; ``load_weights`` decodes
-them the same way.
+A browser build stores its large float32 arrays in a smaller wire format (``Wire``,
+written by kokoro_ext.run.wire), which the page widens to float32 at load;
+``load_weights`` decodes them the same way (``decode``, the reference of the page's
+decoder).  The reading lives here and the writing there, so that wire imports this
+module and not the other way.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import numpy as np
 
 #: TVM's allocation alignment (kAllocAlignment): what its kernels may assume of a tensor.
 ALIGN = 64
+#: The dtypes an array is stored as on the wire (``Wire.dtype``).
+WIRE_DTYPES: tuple[str, ...] = ("float16", "int8")
 
 
 @dataclass(frozen=True)
@@ -108,11 +112,9 @@ def write_weights(path: str | Path, arrays: Sequence[np.ndarray]) -> list[Weight
 def load_weights(path: str | Path, entries: Sequence[WeightEntry]) -> list[np.ndarray]:
     """The arrays of a weights file as copy-on-write memory maps, those of a wire format
     decoded (ValueError if the file is shorter than its entries say)."""
-    from kokoro_ext.run import wire  # which imports this module's records
-
     path = Path(path)
     size = path.stat().st_size
-    end = max((wire.stored_end(e) for e in entries), default=0)
+    end = max((stored_end(e) for e in entries), default=0)
     if end > size:
         raise ValueError(
             f"{path} holds {size} bytes but its manifest entries need {end}: the file is "
@@ -123,9 +125,43 @@ def load_weights(path: str | Path, entries: Sequence[WeightEntry]) -> list[np.nd
     data = np.memmap(path, dtype=np.uint8, mode="c")
     return [
         data[e.offset : e.offset + e.nbytes].view(e.dtype).reshape(e.shape)
-        if e.wire is None else wire.decode(data, e)
+        if e.wire is None else decode(data, e)
         for e in entries
     ]  # fmt: skip
+
+
+def dequantize_int8(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The float32 array of int8 ``codes`` and their row ``scales``: q * scale in float32."""
+    rows = codes.reshape(codes.shape[0], -1).astype(np.float32)
+    return (rows * scales.astype(np.float32)[:, None]).reshape(codes.shape)
+
+
+def stored_end(entry: WeightEntry) -> int:
+    """The byte after the last one ``entry`` occupies in its file."""
+    count = int(np.prod(entry.shape, dtype=np.int64))
+    match entry.wire:
+        case None:
+            return entry.offset + entry.nbytes
+        case Wire("float16"):
+            return entry.offset + 2 * count
+        case Wire("int8", scales) if scales is not None:
+            return max(entry.offset + count, scales + 4 * entry.shape[0])
+    raise ValueError(f"a weight stored as {entry.wire}: not a wire format of {WIRE_DTYPES}")
+
+
+def decode(data: np.ndarray, entry: WeightEntry) -> np.ndarray:
+    """The float32 array of ``entry`` from the bytes ``data`` of its file (the reference
+    of the page's decoder)."""
+    count = int(np.prod(entry.shape, dtype=np.int64))
+    match entry.wire:
+        case Wire("float16"):
+            half = data[entry.offset : entry.offset + 2 * count].view(np.float16)
+            return half.astype(np.float32).reshape(entry.shape)
+        case Wire("int8", scales) if scales is not None:
+            codes = data[entry.offset : entry.offset + count].view(np.int8).reshape(entry.shape)
+            rows = data[scales : scales + 4 * entry.shape[0]].view(np.float32)
+            return dequantize_int8(codes, rows)
+    raise ValueError(f"a weight stored as {entry.wire}: not a wire format of {WIRE_DTYPES}")
 
 
 def entries_from_json(values: Sequence) -> list[WeightEntry]:
@@ -134,10 +170,14 @@ def entries_from_json(values: Sequence) -> list[WeightEntry]:
 
 __all__ = [
     "ALIGN",
+    "WIRE_DTYPES",
     "AlignedParts",
     "WeightEntry",
     "Wire",
+    "decode",
+    "dequantize_int8",
     "entries_from_json",
     "load_weights",
+    "stored_end",
     "write_weights",
 ]

@@ -9,7 +9,8 @@ fits a double, which rounds to the same float32).  It costs 0.03 word errors on 
 model, whose packed layouts' rows are not output channels (docs/browser.md).  An array
 of fewer than ``MIN_ELEMENTS`` elements, or of one dimension (biases, norms), stays
 float32: 0.7 MB of the real model's 383 MB, and the arrays a fixed error moves most.
-CPU and CUDA builds store their arrays as they are.
+CPU and CUDA builds store their arrays as they are.  Reading them back (``decode``, the
+reference of the page's decoder) is kokoro_ext.run.weights's.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from typing import Literal
 
 import numpy as np
 
-from kokoro_ext.run.weights import AlignedParts, WeightEntry, Wire
+from kokoro_ext.run.weights import WIRE_DTYPES, AlignedParts, WeightEntry, Wire, dequantize_int8
 
 WireFormat = Literal["float32", "float16", "int8"]
-FORMATS: tuple[str, ...] = ("float32", "float16", "int8")
+FORMATS: tuple[str, ...] = ("float32", *WIRE_DTYPES)
 
 #: arrays below this many elements stay float32 (biases, norms, small projections)
 MIN_ELEMENTS = 4096
@@ -45,12 +46,6 @@ def quantize_int8(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     safe = np.where(scales > 0, scales, np.float32(1))  # an all-zero row: codes 0
     codes = np.clip(np.rint(rows / safe[:, None]), -127, 127).astype(np.int8)
     return codes.reshape(array.shape), scales
-
-
-def dequantize_int8(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """The float32 array of int8 ``codes`` and their row ``scales``: q * scale in float32."""
-    rows = codes.reshape(codes.shape[0], -1).astype(np.float32)
-    return (rows * scales.astype(np.float32)[:, None]).reshape(codes.shape)
 
 
 def round_trip(array: np.ndarray, fmt: WireFormat) -> np.ndarray:
@@ -88,43 +83,12 @@ def write_wire_weights(
     return entries
 
 
-def stored_end(entry: WeightEntry) -> int:
-    """The byte after the last one ``entry`` occupies in its file."""
-    count = int(np.prod(entry.shape, dtype=np.int64))
-    match entry.wire:
-        case None:
-            return entry.offset + entry.nbytes
-        case Wire("float16"):
-            return entry.offset + 2 * count
-        case Wire("int8", scales) if scales is not None:
-            return max(entry.offset + count, scales + 4 * entry.shape[0])
-    raise ValueError(f"a weight stored as {entry.wire}: not a wire format of {FORMATS}")
-
-
-def decode(data: np.ndarray, entry: WeightEntry) -> np.ndarray:
-    """The float32 array of ``entry`` from the bytes ``data`` of its file (the reference
-    of the page's decoder)."""
-    count = int(np.prod(entry.shape, dtype=np.int64))
-    match entry.wire:
-        case Wire("float16"):
-            half = data[entry.offset : entry.offset + 2 * count].view(np.float16)
-            return half.astype(np.float32).reshape(entry.shape)
-        case Wire("int8", scales) if scales is not None:
-            codes = data[entry.offset : entry.offset + count].view(np.int8).reshape(entry.shape)
-            rows = data[scales : scales + 4 * entry.shape[0]].view(np.float32)
-            return dequantize_int8(codes, rows)
-    raise ValueError(f"a weight stored as {entry.wire}: not a wire format of {FORMATS}")
-
-
 __all__ = [
     "FORMATS",
     "MIN_ELEMENTS",
     "WireFormat",
-    "decode",
-    "dequantize_int8",
     "quantize_int8",
     "round_trip",
-    "stored_end",
     "wire_of",
     "write_wire_weights",
 ]

@@ -1,14 +1,19 @@
-"""``python -m kokoro_ext.serve``: serve a build over OpenAI's speech API with uvicorn."""
+"""``python -m kokoro_ext.serve``: serve a build over OpenAI's speech API, and Kokoro-FastAPI's
+endpoints and voice names, with uvicorn."""
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 from kokoro_ext.serve.app import API_KEY_ENV, OPTIONS_ENV, ServerOptions, create_app
+from kokoro_ext.serve.compat import VOICE_MAPPINGS
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
@@ -18,15 +23,33 @@ def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
     p.add_argument("--artifacts", type=Path, default=d.artifacts, help="the build (default: %(default)s)")
     p.add_argument("--voices", type=Path, default=None,
                    help="directory of <name>.bin (or .npy, .pt) voice packs (default: the fetched voices)")
-    p.add_argument("--host", default=d.host, help="default: %(default)s")
-    p.add_argument("--port", type=int, default=d.port, help="default: %(default)s")
+    p.add_argument("--host", default=d.host,
+                   help="address to listen on; 0.0.0.0 for clients in other containers or "
+                   "machines, as Kokoro-FastAPI's container listens (default: %(default)s)")
+    p.add_argument("--port", type=int, default=d.port, help="default: %(default)s (Kokoro-FastAPI's)")
+    p.add_argument("--cors", nargs="+", default=list(d.cors), metavar="ORIGIN",
+                   help="origins whose pages may call the API, '*' for any (default: none)")
+    p.add_argument("--openai-voices", choices=sorted(VOICE_MAPPINGS), default=d.openai_voices,
+                   help="what OpenAI's voice names (alloy, echo, ...) mean: Kokoro-FastAPI's "
+                   "mapping (alloy: am_adam, ...) or the voice of the same name (alloy: "
+                   "af_alloy, ...) (default: %(default)s)")
+    p.add_argument("--downloads", type=Path, default=None,
+                   help="directory for return_download_link files (default: a temporary one)")
+    p.add_argument("--max-downloads", type=int, default=d.max_downloads,
+                   help="download files kept, the newest (default: %(default)s)")
+    p.add_argument("--web-build", type=Path, default=None,
+                   help="a browser build (or a site of webgpu/ and wasm/ builds) for the page "
+                   "under /web/ (default: the page alone)")
+    p.add_argument("--no-web", dest="web", action="store_false", help="do not serve /web/")
     p.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
                    help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, else none)")
     p.add_argument("--max-active", type=int, default=d.max_active,
                    help="requests synthesized in turn, chunk by chunk (default: %(default)s)")
     p.add_argument("--max-queue", type=int, default=d.max_queue,
                    help="requests waiting beyond those; more get 503 (default: %(default)s)")
-    p.add_argument("--max-input-chars", type=int, default=d.max_input_chars, help="default: %(default)s")
+    p.add_argument("--max-input-chars", type=int, default=d.max_input_chars,
+                   help="most characters of input; long input is chunked and streamed "
+                   "(default: no limit but --max-body-bytes)")
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, help="default: %(default)s")
     p.add_argument("--send-timeout", type=float, default=d.send_timeout,
                    help="seconds a client may take to send its body, or stall our sending "
@@ -49,7 +72,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
         max_active=a.max_active, max_queue=a.max_queue, max_input_chars=a.max_input_chars,
         max_body_bytes=a.max_body_bytes, send_timeout=a.send_timeout,
         chunk_phonemes=a.chunk_phonemes, first_chunk_phonemes=a.first_chunk_phonemes,
-        warmup=a.warmup,
+        warmup=a.warmup, openai_voices=a.openai_voices, cors=tuple(a.cors), downloads=a.downloads,
+        max_downloads=a.max_downloads, web=a.web, web_build=a.web_build,
     ), a.workers
 
 
@@ -60,7 +84,11 @@ def main(argv: list[str] | None = None) -> None:
     if workers == 1:
         uvicorn.run(create_app(options), host=options.host, port=options.port, log_level="info")
         return
-    # uvicorn's workers are processes that import the app by name: hand them the options
+    # uvicorn's workers are processes that import the app by name: hand them the options,
+    # with one downloads directory, so that a link works whichever worker it reaches
+    if options.downloads is None:
+        options.downloads = Path(tempfile.mkdtemp(prefix="kokoro-ext-downloads-"))
+        atexit.register(shutil.rmtree, options.downloads, True)
     os.environ[OPTIONS_ENV] = json.dumps(asdict(options), default=str)
     uvicorn.run("kokoro_ext.serve.app:app_from_env", factory=True, workers=workers,
                 host=options.host, port=options.port, log_level="info")

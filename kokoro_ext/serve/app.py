@@ -1,17 +1,31 @@
-"""The OpenAI-compatible speech API as a Starlette application.
+"""The speech API as a Starlette application: OpenAI's, and Kokoro-FastAPI's on top.
+
+A client set up for Kokoro-FastAPI (Open WebUI, SillyTavern, a home-assistant pipeline:
+port 8880, its paths, its voice names and fields) is served by changing only the host;
+docs/server.md has the table of every endpoint and field.
 
 ``POST /v1/audio/speech`` takes OpenAI's body (``model``, ``input``, ``voice``,
-``instructions``, ``response_format``, ``speed``, ``stream_format``) and streams the audio
-as it is synthesized, raw or as Server-Sent Events;
-``GET /v1/audio/voices`` lists the voices, ``GET /v1/models`` the accepted model names,
+``instructions``, ``response_format``, ``speed``, ``stream_format``) and
+Kokoro-FastAPI's fields (``stream``, ``lang_code``, ``volume_multiplier``,
+``normalization_options``, ``return_download_link``, ``download_format``,
+``voice_aliases``), and streams the audio as it is synthesized, raw or as Server-Sent
+Events, or with ``stream: false`` sends the whole file;
 ``POST /dev/captioned_speech`` (Kokoro-FastAPI's) streams JSON lines of base64 audio
-with each chunk's word timestamps;
+with each chunk's word timestamps; ``GET /v1/audio/voices`` lists the voices as
+Kokoro-FastAPI does; ``POST /v1/audio/voices/combine`` returns a blend as a ``.pt``
+voice; ``GET /v1/download/{file}`` a ``return_download_link`` file; ``GET /v1/models``,
+``/v1/models/{id}`` and ``/v1/test`` as Kokoro-FastAPI's; ``POST /dev/phonemize`` and
+``/dev/generate_from_phonemes`` its phoneme tools; ``/web/`` the browser page;
 ``GET /health`` says whether the server is up and how busy it is (never behind the API
-key, for load balancers' probes).  Errors are OpenAI's JSON shape,
-``{"error": {"message", "type", "param", "code"}}``, never a traceback: a 4xx for what
-the client got wrong (kokoro_ext.run.errors.BadInput names the field), and for anything
-else (a broken build, a bug) a 500 that says nothing of the server, whose details go to
-the log.
+key, for load balancers' probes).
+
+Errors are never a traceback: a 4xx for what the client got wrong (the message names the
+field: kokoro_ext.run.errors.BadInput), and for anything else (a broken build, a bug) a
+500 that says nothing of the server, whose details go to the log.  Their body carries
+both clients' shapes: OpenAI's ``{"error": {"message", "type", "param", "code"}}`` and
+Kokoro-FastAPI's ``{"detail": {"error", "message", "type"}}``.  A body that does not fit
+the schema (a missing or mistyped field) is a 400 on /v1 as OpenAI answers, and a 422 on
+/dev as Kokoro-FastAPI (FastAPI's validation) answers there.
 """
 
 from __future__ import annotations
@@ -31,36 +45,38 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kokoro_ext.run.errors import BadInput
-from kokoro_ext.run.voices import Blend, VoiceDirectory
-from kokoro_ext.serve import audio
+from kokoro_ext.run.errors import BadInput, NothingToSay, TooLong
+from kokoro_ext.run.voices import Blend, NamedVoice, VoiceDirectory
+from kokoro_ext.serve import audio, compat
+from kokoro_ext.serve.compat import DEFAULT_MODEL, DEFAULT_VOICE, MODELS, Downloads
 from kokoro_ext.serve.scheduler import END, Job, QueueFull, Scheduler
+from kokoro_ext.text.g2p import phonemes_to_ids
+from kokoro_ext.text.languages import language
 
-#: Model names accepted in ``model``: all mean the one Kokoro-82M build being served.
-MODELS = ("kokoro", "tts-1", "tts-1-hd")
-#: OpenAI's voices -> the Kokoro v1.0 voice of the same name or character.
-OPENAI_VOICES = {
-    "alloy": "af_alloy",
-    "echo": "am_echo",
-    "fable": "bm_fable",
-    "onyx": "am_onyx",
-    "nova": "af_nova",
-    "shimmer": "af_bella",  # Kokoro has no shimmer; a bright American female voice
-}
+#: OpenAI's voices -> Kokoro voices, as Kokoro-FastAPI maps them (the default mapping).
+OPENAI_VOICES = compat.KOKORO_FASTAPI_VOICES
+#: The speed range of kokoro_ext.run.synthesizer (OpenAI's), for voice aliases' paces.
+SPEED_RANGE = (0.25, 4.0)
 API_KEY_ENV = "KOKORO_EXT_API_KEY"
 #: ServerOptions as JSON, for ``app_from_env`` in uvicorn's worker processes.
 OPTIONS_ENV = "KOKORO_EXT_SERVE_OPTIONS"
-#: Paths served without the API key: load balancers probe them.
-OPEN_PATHS = ("/health",)
+#: Paths served without the API key: load balancers probe /health; /web/ is a page's
+#: static files, which a browser fetches without the key.
+OPEN_PATHS = ("/health", "/web")
+OPEN_PREFIXES = ("/web/",)
 #: ``stream_format``: the encoded audio as it is, or each piece base64 in an SSE event.
 STREAM_FORMATS = ("audio", "sse")
 #: Deepest nesting of arrays and objects a body may have (OpenAI's needs 2).
 MAX_DEPTH = 32
+#: The browser page (kokoro_ext.web), served read-only under /web/.
+WEB_STATIC = Path(__file__).resolve().parent.parent / "web" / "static"
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +87,23 @@ class ServerOptions:
 
     artifacts: Path = Path("artifacts")
     voices: Path | None = None  # default: the fetched voices (kokoro_ext.run.cache.voices_dir())
+    # 127.0.0.1: a bare command exposes nothing; a container (docker/) listens on 0.0.0.0
+    # as Kokoro-FastAPI's does, for clients in other containers or machines
     host: str = "127.0.0.1"
-    port: int = 8880
+    port: int = 8880  # Kokoro-FastAPI's
     api_key: str | None = None  # required as "Authorization: Bearer KEY" when set
     max_active: int = 8  # requests whose chunks take turns
     max_queue: int = 32  # requests waiting for a turn; beyond, 503 with Retry-After
-    max_input_chars: int = 4096  # OpenAI's limit on ``input``
-    max_body_bytes: int = 64 * 1024
+    # Most characters of ``input``; None: no limit but the body's (Kokoro-FastAPI has
+    # none): long input is chunked and streamed like any other
+    max_input_chars: int | None = None
+    max_body_bytes: int = 256 * 1024  # about 4 hours of speech
+    openai_voices: str = "kokoro-fastapi"  # the mapping of OpenAI's names: compat.VOICE_MAPPINGS
+    cors: tuple[str, ...] = ()  # origins whose pages may call the API ("*": any)
+    downloads: Path | None = None  # return_download_link files; None: a temporary directory
+    max_downloads: int = 16  # the newest are kept, none older than an hour
+    web: bool = True  # the browser page under /web/
+    web_build: Path | None = None  # a browser build (or site) the page loads, under /web/build/
     send_timeout: float = 30.0  # seconds a client may take to send its body or stall a send
     # Most phonemes in one chunk (a long sentence is cut at a clause, else a word): bounds
     # how long a new request waits for the chunk in progress (~100 phonemes: ~0.9 s of
@@ -107,17 +133,30 @@ def chunk_phonemes(index: int, options: ServerOptions) -> int:
 
 
 class HTTPError(Exception):
-    """An error answered as OpenAI's JSON error body."""
+    """An error answered as OpenAI's JSON error body and Kokoro-FastAPI's ``detail``.
 
-    def __init__(self, status: int, message: str, param: str | None = None, headers=None):
+    ``schema``: the body does not fit the request's schema (a missing or mistyped field),
+    which Kokoro-FastAPI's /dev endpoints answer with 422; ``code``: Kokoro-FastAPI's
+    ``detail.error`` for it.
+    """
+
+    def __init__(self, status: int, message: str, param: str | None = None, headers=None,
+                 schema: bool = False, code: str | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.headers = status, message, param, headers
+        self.schema, self.code = schema, code
 
     def body(self) -> dict:
         kind = {401: "authentication_error", 503: "server_busy"}.get(
             self.status, "invalid_request_error" if self.status < 500 else "server_error"
         )
-        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": None}}
+        code = self.code or {401: "unauthorized", 404: "not_found", 503: "server_busy"}.get(
+            self.status, "validation_error" if self.status < 500 else "processing_error"
+        )
+        return {
+            "error": {"message": self.message, "type": kind, "param": self.param, "code": None},
+            "detail": {"error": code, "message": self.message, "type": kind},
+        }
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
@@ -134,7 +173,9 @@ class APIKeyMiddleware:
         self.app, self.key = app, api_key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS and not self._authorized(scope):
+        path = scope.get("path", "")
+        if (scope["type"] == "http" and path not in OPEN_PATHS
+                and not path.startswith(OPEN_PREFIXES) and not self._authorized(scope)):
             refusal = HTTPError(401, "missing or wrong API key: send 'Authorization: Bearer KEY'",
                                 headers={"WWW-Authenticate": "Bearer"})
             await refusal.response()(scope, receive, send)
@@ -148,23 +189,24 @@ class APIKeyMiddleware:
 
 @dataclass
 class SpeechRequest:
-    """A validated ``POST /v1/audio/speech`` body."""
+    """A validated speech body (``POST /v1/audio/speech``, ``/dev/captioned_speech``)."""
 
     input: str
     voice: Blend  # Kokoro voice names and weights
-    response_format: str
-    speed: float
+    response_format: str = "mp3"
+    speed: float = 1.0
     stream_format: str = "audio"
     markdown: bool = True  # our extension: false reads the input as written
+    stream: bool = True  # False: the whole file in one response, with its Content-Length
+    lang_code: str | None = None  # the language the text is read in; None: the voice's
+    volume: float = 1.0  # volume_multiplier: the samples are scaled by it (and clipped)
+    download_format: str | None = None  # return_download_link: the file's format
 
 
 def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
     """Validate a request body; HTTPError(400), or the BadInput of the voice, naming the
     field and what is allowed, whatever the body's shape."""
-    payload = _parse_json(body)
-    if not isinstance(payload, dict):
-        raise HTTPError(400, "the body must be a JSON object")
-    return _speech_fields(payload, voices, options)
+    return _speech_fields(_json_object(body), voices, options)
 
 
 @dataclass
@@ -177,64 +219,87 @@ class CaptionedRequest:
 
 
 def parse_captioned(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> CaptionedRequest:
-    """Kokoro-FastAPI's captioned speech body: the speech fields (``model`` optional,
-    ``stream_format`` not taken) with ``stream`` and ``return_timestamps``; ``lang_code``,
-    ``volume_multiplier``, ``normalization_options`` and ``return_download_link`` are
-    accepted and ignored (the voice's name picks the language)."""
-    payload = _parse_json(body)
-    if not isinstance(payload, dict):
-        raise HTTPError(400, "the body must be a JSON object")
+    """Kokoro-FastAPI's captioned speech body: the speech fields (``stream_format`` not
+    taken) with ``stream`` and ``return_timestamps``."""
+    payload = _json_object(body)
     if "stream_format" in payload:
         raise HTTPError(400, "'stream_format' is not taken here: use 'stream'", "stream_format")
-    flags = {}
-    for name, default in (("stream", True), ("return_timestamps", True)):
-        flags[name] = _optional(payload, name, default)
-        if not isinstance(flags[name], bool):
-            raise HTTPError(400, f"'{name}' must be true or false, got {_show(flags[name])}", name)
-    spec = _speech_fields({"model": MODELS[0], **payload}, voices, options)
-    return CaptionedRequest(spec, flags["stream"], flags["return_timestamps"])
+    timestamps = _flag(payload, "return_timestamps", True)
+    spec = _speech_fields(payload, voices, options)
+    return CaptionedRequest(spec, spec.stream, timestamps)
+
+
+def _json_object(body: bytes) -> dict:
+    payload = _parse_json(body)
+    if not isinstance(payload, dict):
+        raise HTTPError(400, "the body must be a JSON object", schema=True)
+    return payload
+
+
+def _flag(payload: dict, name: str, default: bool) -> bool:
+    value = _optional(payload, name, default)
+    if not isinstance(value, bool):
+        raise HTTPError(400, f"'{name}' must be true or false, got {_show(value)}", name, schema=True)
+    return value
+
+
+def _format(payload: dict, name: str, default: str | None) -> str | None:
+    value = _optional(payload, name, default)
+    if value is not None and value not in audio.FORMATS:
+        raise HTTPError(
+            400, f"unknown {name} {_show(value)}; one of {', '.join(audio.FORMATS)}", name, schema=True
+        )
+    return value
+
+
+#: Kokoro-FastAPI's fields that switch on what this server does not do: refused when on.
+_NOT_TAKEN = {
+    "allow_voice_tags": "[voice:name] tags in the input are not supported: send one "
+                        "request per voice",
+    "ssml": "'ssml' is not needed here: an input that starts with <speak> is read as SSML",
+    "return_timing": "per-chunk timing files are not written: /dev/captioned_speech gives "
+                     "each word's times",
+}  # fmt: skip
 
 
 def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
-    for name in ("model", "input", "voice"):
-        if name not in payload:
-            raise HTTPError(400, f"missing required field {name!r}", name)
-    model = payload["model"]
+    """The fields of OpenAI's speech body and Kokoro-FastAPI's, with Kokoro-FastAPI's
+    defaults (``model`` kokoro, ``voice`` af_heart); unknown fields are ignored."""
+    model = _optional(payload, "model", DEFAULT_MODEL)
     if model not in MODELS:
-        raise HTTPError(400, f"unknown model {_show(model)}; one of {', '.join(MODELS)}", "model")
+        raise HTTPError(400, f"unknown model {_show(model)}; one of {', '.join(MODELS)}", "model",
+                        code="invalid_model")
+    if "input" not in payload:
+        raise HTTPError(400, "missing required field 'input'", "input", schema=True)
     text = payload["input"]
     if not isinstance(text, str) or not text.strip():
-        raise HTTPError(400, "'input' must be a non-empty string", "input")
-    if len(text) > options.max_input_chars:
+        raise HTTPError(400, "'input' must be a non-empty string", "input", schema=True)
+    if options.max_input_chars and len(text) > options.max_input_chars:
         raise HTTPError(
             400,
             f"'input' has {len(text)} characters; at most {options.max_input_chars} are allowed",
             "input",
         )
-    voice = payload["voice"]
-    if isinstance(voice, dict) and set(voice) == {"id"}:  # OpenAI's {"id": "voice_..."} form
-        voice = voice["id"]
-    # by name, OpenAI's alias or a blend of those only, never a path
-    blend = voices.blend(voice)
-    # optional fields: absent or null take OpenAI's default.  instructions are taken and
-    # not followed: Kokoro has no prompt
+    # instructions are taken and not followed: Kokoro has no prompt
     instructions = payload.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
-        raise HTTPError(400, "'instructions' must be a string", "instructions")
-    response_format = _optional(payload, "response_format", "mp3")
-    if response_format not in audio.FORMATS:
-        raise HTTPError(
-            400,
-            f"unknown response_format {_show(response_format)}; one of {', '.join(audio.FORMATS)}",
-            "response_format",
-        )
+        raise HTTPError(400, "'instructions' must be a string", "instructions", schema=True)
+    response_format = _format(payload, "response_format", "mp3")
     speed = _optional(payload, "speed", 1.0)
     if isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed != speed:
-        raise HTTPError(400, f"'speed' must be a number, got {_show(speed)}", "speed")
+        raise HTTPError(400, f"'speed' must be a number, got {_show(speed)}", "speed", schema=True)
     try:
         speed = float(speed)
     except OverflowError:  # a JSON integer past float's range: out of range, said so below
         speed = math.inf if speed > 0 else -math.inf
+    voice = _optional(payload, "voice", DEFAULT_VOICE)
+    if isinstance(voice, dict) and set(voice) == {"id"}:  # OpenAI's {"id": "voice_..."} form
+        voice = voice["id"]
+    voice, rate = _alias(voice, payload.get("voice_aliases"))
+    if rate is not None:  # an alias's own pace scales the request's
+        speed = min(max(speed * rate, SPEED_RANGE[0]), SPEED_RANGE[1])
+    # by name, OpenAI's alias or a blend of those only, never a path
+    blend = voices.blend(voice)
     # the range is the Synthesizer's (kokoro_ext.run.synthesizer.SPEED_RANGE), checked there
     stream_format = _optional(payload, "stream_format", "audio")
     if stream_format not in STREAM_FORMATS:
@@ -243,10 +308,69 @@ def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions
             f"unknown stream_format {_show(stream_format)}; one of {', '.join(STREAM_FORMATS)}",
             "stream_format",
         )
-    markdown = _optional(payload, "markdown", True)
-    if not isinstance(markdown, bool):
-        raise HTTPError(400, f"'markdown' must be true or false, got {_show(markdown)}", "markdown")
-    return SpeechRequest(text, blend, response_format, speed, stream_format, markdown)
+    markdown = _flag(payload, "markdown", True)
+    stream = _flag(payload, "stream", True)
+    if not stream and stream_format == "sse":
+        raise HTTPError(400, "'stream_format': 'sse' streams events: it needs 'stream': true", "stream")
+    download_format = _format(payload, "download_format", None)
+    if not _flag(payload, "return_download_link", False):
+        download_format = None
+    elif download_format is None:
+        download_format = response_format
+    for name, why in _NOT_TAKEN.items():
+        if _flag(payload, name, False):
+            raise HTTPError(400, f"'{name}': true is not supported: {why}", name)
+    lang_code = _optional(payload, "lang_code", None)
+    if lang_code is not None:
+        try:
+            lang_code = language(lang_code).code
+        except (TypeError, ValueError) as error:
+            raise HTTPError(400, f"'lang_code': {error}", "lang_code") from None
+    volume = _optional(payload, "volume_multiplier", 1.0)
+    if isinstance(volume, bool) or not isinstance(volume, (int, float)) or not (0 <= volume < math.inf):
+        raise HTTPError(400, f"'volume_multiplier' must be a number >= 0, got {_show(volume)}",
+                        "volume_multiplier", schema=True)
+    _check_normalization(_optional(payload, "normalization_options", {}))
+    return SpeechRequest(text, blend, response_format, speed, stream_format, markdown, stream,
+                         lang_code, float(volume), download_format)
+
+
+def _alias(voice: object, aliases: object) -> tuple[object, float | None]:
+    """Kokoro-FastAPI's request-scoped ``voice_aliases``: ``voice`` (matched without case)
+    -> the voice it stands for and the alias's own pace, if one; else ``voice``."""
+    if aliases is None:
+        return voice, None
+    if not isinstance(aliases, dict):
+        raise HTTPError(400, "'voice_aliases' must be an object of name: voice", "voice_aliases", schema=True)
+    found = None
+    for alias, target in aliases.items():
+        if isinstance(target, dict):
+            rate = target.get("rate")
+            if not isinstance(target.get("voice"), str) or not (
+                rate is None or (not isinstance(rate, bool) and isinstance(rate, (int, float))
+                                 and SPEED_RANGE[0] <= rate <= SPEED_RANGE[1])):
+                raise HTTPError(400, f"voice alias {_show(alias)} must be a voice or "
+                                "{\"voice\": ..., \"rate\": 0.25 to 4}", "voice_aliases", schema=True)
+            target = (target["voice"], None if rate is None else float(rate))
+        elif isinstance(target, str):
+            target = (target, None)
+        else:
+            raise HTTPError(400, f"voice alias {_show(alias)} must be a voice name", "voice_aliases", schema=True)
+        if found is None and isinstance(voice, str) and alias.strip().casefold() == voice.strip().casefold():
+            found = target
+    return found if found is not None else (voice, None)
+
+
+def _check_normalization(options: object) -> None:
+    if not isinstance(options, dict):
+        raise HTTPError(400, "'normalization_options' must be an object", "normalization_options", schema=True)
+    for name, value in options.items():
+        if name in compat.NORMALIZATION_DEFAULTS and not isinstance(value, bool):
+            raise HTTPError(400, f"'normalization_options.{name}' must be true or false, got {_show(value)}",
+                            "normalization_options", schema=True)
+    refusal = compat.normalization_refusal(options)
+    if refusal is not None:
+        raise HTTPError(400, refusal[1], "normalization_options")
 
 
 def _optional(payload: dict, name: str, default: Any) -> Any:
@@ -259,9 +383,9 @@ def _parse_json(body: bytes) -> Any:
     try:
         payload = json.loads(body)
     except RecursionError:  # json's own nesting bound is the interpreter's stack
-        raise HTTPError(400, f"the body nests deeper than {MAX_DEPTH} levels") from None
+        raise HTTPError(400, f"the body nests deeper than {MAX_DEPTH} levels", schema=True) from None
     except ValueError as error:  # JSONDecodeError, bad UTF-8, an integer of over 4300 digits
-        raise HTTPError(400, f"the body is not valid JSON: {str(error)[:200]}") from None
+        raise HTTPError(400, f"the body is not valid JSON: {str(error)[:200]}", schema=True) from None
     # checked without recursion, so that nothing later (repr in a message) meets the depth
     level = [payload]
     for _ in range(MAX_DEPTH + 1):
@@ -271,7 +395,7 @@ def _parse_json(body: bytes) -> Any:
         ]
         if not level:
             return payload
-    raise HTTPError(400, f"the body nests deeper than {MAX_DEPTH} levels")
+    raise HTTPError(400, f"the body nests deeper than {MAX_DEPTH} levels", schema=True)
 
 
 def _show(value: object, most: int = 60) -> str:
@@ -303,16 +427,65 @@ class SpeechStream:
     piece base64 in ``{"type": "speech.audio.delta", "audio": ...}``, then
     ``{"type": "speech.audio.done", "usage": ...}``; a failure after the first event is an
     ``{"type": "error", "error": ...}`` event (a raw stream can only be cut short).
+    With ``whole`` (Kokoro-FastAPI's ``stream: false``) nothing is sent until the end:
+    then the whole file, its header stating its length, with a Content-Length, or the
+    error.  ``volume`` scales the samples; ``download`` is the file of a download link,
+    written as the audio goes out (in ``download_format``, encoded again if it differs).
     """
 
     def __init__(self, job: Job, scheduler: Scheduler, response_format: str, send_timeout: float,
-                 sse: bool = False, captioned: CaptionedRequest | None = None):
+                 sse: bool = False, captioned: CaptionedRequest | None = None,
+                 whole: bool = False, volume: float = 1.0,
+                 download: tuple[compat.DownloadFile, str] | None = None):
         self.job, self.scheduler = job, scheduler
         self.format, self.send_timeout, self.sse = response_format, send_timeout, sse
-        self.captioned = captioned
+        self.captioned, self.whole, self.volume = captioned, whole, volume
+        self.download, self.download_format = download if download is not None else (None, None)
+        # the download's own encoder where its format is not the response's
+        self.download_encoder = (
+            audio.encoder(self.download_format)
+            if self.download is not None and self.download_format != response_format else None
+        )
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """Kokoro-FastAPI's headers of a speech response, and the download link's."""
+        headers = [
+            (b"content-disposition", f"attachment; filename=speech.{self.format}".encode()),
+            (b"cache-control", b"no-cache"),
+        ]
+        if not self.whole:
+            headers.append((b"x-accel-buffering", b"no"))  # proxies pass each piece on
+        if self.download is not None:
+            headers.append((b"x-download-path", f"/download/{self.download.name}".encode()))
+        return headers
+
+    def audio_of(self, chunk: Any) -> Any:
+        samples = chunk.joined()
+        return samples if self.volume == 1.0 else samples * self.volume
+
+    async def save(self, data: bytes, samples: Any = None, last: bool = False) -> None:
+        """The download's share of the response: ``data`` (the response's bytes) or, in a
+        format of its own, ``samples`` encoded again; ``last``: finish it."""
+        if self.download is None:
+            return
+        if self.download_encoder is None:
+            self.download.write(data)
+        elif samples is not None:
+            self.download.write(await _encode(self.download_encoder.feed, samples, self.download_format))
+        if last:
+            if self.download_encoder is not None:
+                self.download.write(
+                    await _encode(lambda _: self.download_encoder.finish(), None, self.download_format)
+                )
+                fixups = self.download_encoder.fixups
+            else:
+                fixups = self.encoder_fixups
+            self.download.finish(fixups)
+            self.download = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = asyncio.ensure_future(_disconnected(receive))
+        self.encoder_fixups: list = []
         try:
             first = await self._next(gone)
             if first is None:
@@ -324,29 +497,47 @@ class SpeechStream:
                 await self._captioned(send, first, gone)
                 return
             media = "text/event-stream" if self.sse else audio.MEDIA_TYPES[self.format]
-            headers = [(b"content-type", media.encode())]
-            if self.sse:
-                headers.append((b"cache-control", b"no-cache"))
+            headers = [(b"content-type", media.encode()), *self.headers()]
             if self.format in ("pcm", "wav"):
                 # what OpenAI's pcm is, for clients that cannot guess
                 headers.append((b"x-sample-rate", str(audio.SAMPLE_RATE).encode()))
-            await self._send(send, {"type": "http.response.start", "status": 200, "headers": headers})
+            if not self.whole:
+                await self._send(send, {"type": "http.response.start", "status": 200, "headers": headers})
             encoder = audio.encoder(self.format)
+            self.encoder_fixups = encoder.fixups
+            whole = bytearray()
             chunk, tokens, frames = first, 0, 0
             while chunk is not END:
                 tokens, frames = tokens + chunk.trace.tokens, frames + chunk.trace.frames
-                data = await _encode(encoder.feed, chunk.joined(), self.format)
-                await self._body(send, self._delta(data) if self.sse else data)
+                samples = self.audio_of(chunk)
+                data = await _encode(encoder.feed, samples, self.format)
+                await self.save(data, samples)
+                if self.whole:
+                    whole += data
+                else:
+                    await self._body(send, self._delta(data) if self.sse else data)
                 chunk = await self._next(gone)
                 if chunk is None:
                     return  # gone
                 if isinstance(chunk, Exception):  # too late for an error status
+                    if self.whole:  # nothing sent yet: the error, as for the first chunk
+                        await _error_response(chunk)(scope, receive, send)
+                        return
                     _log_failure(chunk, "speech response cut short")
                     if self.sse:  # a raw stream can only be cut short
-                        error = {"type": "error", **_as_http_error(chunk).body()}
+                        error = {"type": "error", "error": _as_http_error(chunk).body()["error"]}
                         await self._body(send, _event(error), more=False)
                     return
             tail = await _encode(lambda _: encoder.finish(), None, self.format)
+            await self.save(tail, last=True)
+            if self.whole:
+                whole += tail
+                for offset, data in encoder.fixups:  # the header states the length
+                    whole[offset:offset + len(data)] = data
+                headers.append((b"content-length", str(len(whole)).encode()))
+                await self._send(send, {"type": "http.response.start", "status": 200, "headers": headers})
+                await self._body(send, bytes(whole), more=False)
+                return
             if not self.sse:
                 await self._body(send, tail, more=False)
                 return
@@ -360,6 +551,8 @@ class SpeechStream:
         finally:
             gone.cancel()
             self.scheduler.cancel(self.job)
+            if self.download is not None:  # not finished: no file behind the link
+                self.download.abandon()
 
     async def _captioned(self, send: Send, first: Any, gone: asyncio.Future) -> None:
         """Kokoro-FastAPI's captioned speech: a JSON object per piece of encoded audio,
@@ -370,8 +563,11 @@ class SpeechStream:
         cut the response short."""
         media = audio.MEDIA_TYPES[self.format]
         headers = [(b"content-type", b"application/json")]
+        if self.download is not None:
+            headers.append((b"x-download-path", f"/download/{self.download.name}".encode()))
         await self._send(send, {"type": "http.response.start", "status": 200, "headers": headers})
         encoder = audio.encoder(self.format)
+        self.encoder_fixups = encoder.fixups
         stream, wanted = self.captioned.stream, self.captioned.timestamps
         pending: list[dict] = []  # words not sent yet
         whole = bytearray()  # without stream: all of the audio
@@ -391,15 +587,22 @@ class SpeechStream:
             if wanted:
                 pending += [{"word": w.text, "start_time": w.start, "end_time": w.end}
                             for w in chunk.words]
-            await out(await _encode(encoder.feed, chunk.joined(), self.format))
+            samples = self.audio_of(chunk)
+            data = await _encode(encoder.feed, samples, self.format)
+            await self.save(data, samples)
+            await out(data)
             chunk = await self._next(gone)
             if chunk is None:
                 return
             if isinstance(chunk, Exception):
                 _log_failure(chunk, "captioned speech response cut short")
                 return
-        await out(await _encode(lambda _: encoder.finish(), None, self.format), last=True)
+        tail = await _encode(lambda _: encoder.finish(), None, self.format)
+        await self.save(tail, last=True)
+        await out(tail, last=True)
         if not stream:
+            for offset, data in encoder.fixups:  # the whole file's header states its length
+                whole[offset:offset + len(data)] = data
             line = {"audio": base64.b64encode(bytes(whole)).decode(), "audio_format": media,
                     "timestamps": pending}
             await self._body(send, json.dumps(line, ensure_ascii=False).encode())
@@ -486,60 +689,177 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     """The application serving ``options.artifacts`` (or an already loaded ``synthesizer``).
 
     The Synthesizer is loaded (every stage) and warmed up at startup, before the server
-    accepts requests; ``app.state`` holds ``synthesizer``, ``scheduler`` and ``voices``.
+    accepts requests; ``app.state`` holds ``synthesizer``, ``scheduler``, ``voices`` and
+    ``downloads``.
     """
     if options.chunk_phonemes < 1 or options.first_chunk_phonemes < 1:
         raise ValueError("chunk_phonemes and first_chunk_phonemes must be at least 1")
-    # default: the fetched voices (kokoro_ext.run.cache.voices_dir())
-    voices = VoiceDirectory(options.voices, aliases=OPENAI_VOICES)
+    if options.openai_voices not in compat.VOICE_MAPPINGS:
+        raise ValueError(f"openai_voices must be one of {', '.join(compat.VOICE_MAPPINGS)}, "
+                         f"got {options.openai_voices!r}")
+    # default: the fetched voices (kokoro_ext.run.cache.voices_dir()); blends of voices of
+    # two languages are read in the first one's, as Kokoro-FastAPI reads them
+    voices = VoiceDirectory(options.voices, aliases=compat.VOICE_MAPPINGS[options.openai_voices],
+                            mixed_languages=True)
     api_key = options.api_key or os.environ.get(API_KEY_ENV) or None
+
+    async def read_body(request: Request) -> bytes:
+        try:  # a client that trickles its body holds a connection, not the worker
+            return await asyncio.wait_for(_read_body(request, options.max_body_bytes), options.send_timeout)
+        except asyncio.TimeoutError:
+            raise HTTPError(408, f"the body did not arrive within {options.send_timeout} s") from None
+
+    def submit(state: Any, chunks: Any, size: int) -> Job:
+        try:
+            return state.scheduler.submit(chunks, size=size)
+        except QueueFull as error:
+            retry = state.scheduler.retry_after()
+            raise HTTPError(503, f"server busy: {error}; retry in {retry} s",
+                            headers={"Retry-After": str(retry)}) from None
 
     async def speech(request: Request, captioned: bool = False):
         state = request.app.state
+        download = None
         try:
-            try:  # a client that trickles its body holds a connection, not the worker
-                body = await asyncio.wait_for(
-                    _read_body(request, options.max_body_bytes), options.send_timeout
-                )
-            except asyncio.TimeoutError:
-                raise HTTPError(408, f"the body did not arrive within {options.send_timeout} s") from None
+            body = await read_body(request)
             if captioned:
                 wanted = parse_captioned(body, voices, options)
                 spec = wanted.speech
             else:
                 wanted, spec = None, parse_speech(body, voices, options)
+            voice = voices.voice(spec.voice)
+            if spec.lang_code is not None:  # Kokoro-FastAPI's lang_code: read in that language
+                voice = NamedVoice(voice.pack, voice.name, spec.lang_code)
             # the Synthesizer checks the speed and the text here, before any chunk
             chunks = state.synthesizer.stream(
-                spec.input, voices.voice(spec.voice), spec.speed,
+                spec.input, voice, spec.speed,
                 chunk_limit=lambda index: chunk_phonemes(index, options),
                 # only when asked: a synthesizer without the option still serves the rest
                 **({} if spec.markdown else {"markdown": False}),
             )
-            try:
-                job = state.scheduler.submit(chunks, size=len(spec.input))
-            except QueueFull as error:
-                retry = state.scheduler.retry_after()
-                raise HTTPError(503, f"server busy: {error}; retry in {retry} s",
-                                headers={"Retry-After": str(retry)}) from None
+            if spec.download_format is not None:
+                download = (state.downloads.new(spec.download_format), spec.download_format)
+            job = submit(state, chunks, len(spec.input))
         except Exception as error:
+            if download is not None:
+                download[0].abandon()
+            if captioned and isinstance(error, HTTPError) and error.schema:
+                error.status = 422  # FastAPI's validation error, as Kokoro-FastAPI answers
             return _error_response(error)
         return SpeechStream(job, state.scheduler, spec.response_format, options.send_timeout,
-                            sse=spec.stream_format == "sse", captioned=wanted)
+                            sse=spec.stream_format == "sse", captioned=wanted,
+                            whole=not spec.stream and not captioned, volume=spec.volume,
+                            download=download)
 
     async def captioned_speech(request: Request):
         return await speech(request, captioned=True)
 
     async def list_voices(request: Request):
-        return JSONResponse({"voices": voices.names, "openai": OPENAI_VOICES})
+        legacy = _query_flag(request, "legacy")
+        if isinstance(legacy, Response):
+            return legacy
+        if legacy:  # Kokoro-FastAPI's old shape: the names
+            return JSONResponse({"voices": voices.names})
+        # Open WebUI reads each entry's id and name
+        return JSONResponse({"voices": [{"id": name, "name": name} for name in voices.names]})
+
+    async def combine_voices(request: Request):
+        """Kokoro-FastAPI's: a blend (``"a+b"`` or ``["a", "b"]``) as a ``.pt`` voice pack;
+        nothing is saved here, the pack is made for the response."""
+        try:
+            spec = _parse_json(await read_body(request))
+            if isinstance(spec, list) and spec and all(isinstance(v, str) and v.strip() for v in spec):
+                spec = "+".join(v.strip() for v in spec)
+            if not isinstance(spec, str) or not spec.strip():
+                raise HTTPError(422, "the body must be a voice blend such as \"af_bella+af_sky\" "
+                                "or a list of voice names", "voices", schema=True)
+            blend = voices.blend(spec.strip())
+            if len(blend.parts) < 2:
+                raise HTTPError(400, "Need at least 2 voices to combine", "voices")
+            pack = await asyncio.to_thread(lambda: voices.voice(blend).pack)
+        except Exception as error:
+            return _error_response(error)
+        weights = {weight for _, weight in blend.parts}
+        name = "+".join(n for n, _ in blend.parts) if len(weights) == 1 else blend.name
+        return Response(compat.torch_file(pack), media_type="application/octet-stream", headers={
+            "Content-Disposition": f"attachment; filename={name}.pt", "Cache-Control": "no-cache",
+        })
+
+    async def download(request: Request):
+        name = request.path_params["name"]
+        path = request.app.state.downloads.path(name)
+        if path is None:
+            return HTTPError(404, "Audio file not found", code="not_found").response()
+        saved = compat.save_as(request.query_params.get("name"), name)
+        return FileResponse(path, media_type=audio.MEDIA_TYPES[path.suffix[1:]], filename=saved,
+                            headers={"Cache-Control": "no-cache"})
+
+    def model_entry(name: str) -> dict:
+        return {"id": name, "object": "model", "created": compat.MODEL_CREATED, "owned_by": "kokoro"}
 
     async def list_models(request: Request):
-        return JSONResponse(
-            {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "kokoro-tvm-ext"} for m in MODELS]}
-        )
+        return JSONResponse({"object": "list", "data": [model_entry(m) for m in MODELS]})
+
+    async def retrieve_model(request: Request):
+        name = request.path_params["model"]
+        if name not in MODELS:
+            return HTTPError(404, f"Model '{name}' not found", "model", code="model_not_found").response()
+        return JSONResponse(model_entry(name))
+
+    async def test(request: Request):
+        return JSONResponse({"status": "ok"})
+
+    async def phonemize(request: Request):
+        """Kokoro-FastAPI's: ``{"text", "language": "a"}`` -> ``{"phonemes", "tokens"}``,
+        the text read as speech reads it (normalized, Markdown) and the token ids."""
+        state = request.app.state
+        try:
+            payload = _json_object(await read_body(request))
+            text = payload.get("text")
+            if not isinstance(text, str):
+                raise HTTPError(422, "'text' must be a string", "text", schema=True)
+            if not text.strip():
+                raise HTTPError(400, "Text cannot be empty", "text")
+            code = _optional(payload, "language", "a")
+            try:
+                code = language(code).code
+            except (TypeError, ValueError) as error:
+                raise HTTPError(400, f"'language': {error}", "language") from None
+            carrier = NamedVoice(state.synthesizer.voice, f"{code}f_", code)  # only its language is read
+            phonemes = await asyncio.to_thread(state.synthesizer.phonemize, text, carrier)
+        except Exception as error:
+            if isinstance(error, HTTPError) and error.schema:
+                error.status = 422
+            return _error_response(error)
+        tokens = phonemes_to_ids(phonemes, state.synthesizer.vocab)  # with the boundary tokens
+        return JSONResponse({"phonemes": phonemes, "tokens": tokens})
+
+    async def generate_from_phonemes(request: Request):
+        """Kokoro-FastAPI's: ``{"phonemes", "voice"}`` -> a WAV of them, read as one chunk."""
+        state = request.app.state
+        try:
+            payload = _json_object(await read_body(request))
+            for name in ("phonemes", "voice"):
+                if not isinstance(payload.get(name), str):
+                    raise HTTPError(422, f"'{name}' must be a string", name, schema=True)
+            phonemes = payload["phonemes"]
+            if not phonemes.strip():
+                raise HTTPError(400, "Phonemes cannot be empty", "phonemes")
+            voice = voices.voice(payload["voice"])
+            most = state.synthesizer.limits.tokens - 2
+            count = len(phonemes_to_ids(phonemes, state.synthesizer.vocab)) - 2
+            if count > most:
+                raise HTTPError(400, f"{count} phonemes: at most {most} are read in one piece", "phonemes")
+            job = submit(state, _phoneme_chunks(state.synthesizer, phonemes, voice), len(phonemes))
+        except Exception as error:
+            if isinstance(error, HTTPError) and error.schema:
+                error.status = 422
+            return _error_response(error)
+        return SpeechStream(job, state.scheduler, "wav", options.send_timeout)
 
     async def health(request: Request):
         stats = asdict(request.app.state.scheduler.stats())
-        return JSONResponse({"status": "ok", "voices": len(voices.names), **stats})
+        return JSONResponse({"status": "healthy", "voices": len(voices.names), **stats})
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -552,31 +872,110 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
         app.state.synthesizer = synth
         app.state.scheduler = Scheduler(options.max_active, options.max_queue)
         app.state.voices = voices
+        app.state.downloads = Downloads(options.downloads, options.max_downloads)
         if options.warmup:
             await _warm_up(app.state.scheduler, synth)
         try:
             yield
         finally:
             await asyncio.to_thread(app.state.scheduler.close)
+            app.state.downloads.close()
 
-    return Starlette(
-        routes=[
-            Route("/v1/audio/speech", speech, methods=["POST"]),
-            Route("/dev/captioned_speech", captioned_speech, methods=["POST"]),
-            Route("/v1/audio/voices", list_voices, methods=["GET"]),
-            Route("/v1/models", list_models, methods=["GET"]),
-            Route("/health", health, methods=["GET"]),
-        ],
-        middleware=[Middleware(APIKeyMiddleware, api_key=api_key)] if api_key else [],
-        lifespan=lifespan,
-    )
+    routes = [
+        Route("/v1/audio/speech", speech, methods=["POST"]),
+        Route("/dev/captioned_speech", captioned_speech, methods=["POST"]),
+        Route("/v1/audio/voices", list_voices, methods=["GET"]),
+        Route("/v1/audio/voices/combine", combine_voices, methods=["POST"]),
+        Route("/v1/download/{name}", download, methods=["GET"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/models/{model}", retrieve_model, methods=["GET"]),
+        Route("/v1/test", test, methods=["GET"]),
+        Route("/dev/phonemize", phonemize, methods=["POST"]),
+        Route("/dev/generate_from_phonemes", generate_from_phonemes, methods=["POST"]),
+        Route("/health", health, methods=["GET"]),
+        *(_web_routes(options) if options.web else []),
+    ]
+    middleware = []
+    if options.cors:  # outside the key's check: a browser's preflight carries no key
+        middleware.append(Middleware(
+            CORSMiddleware, allow_origins=list(options.cors), allow_methods=["*"], allow_headers=["*"],
+            expose_headers=["X-Download-Path", "Content-Disposition", "X-Sample-Rate"],
+        ))
+    if api_key:
+        middleware.append(Middleware(APIKeyMiddleware, api_key=api_key))
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def _query_flag(request: Request, name: str) -> bool | Response:
+    """A boolean query parameter as FastAPI reads one, or the 422 it answers."""
+    value = request.query_params.get(name)
+    if value is None:
+        return False
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    return HTTPError(422, f"'{name}' must be true or false, got {_show(value)}", name, schema=True).response()
+
+
+def _phoneme_chunks(synthesizer: Any, phonemes: str, voice: NamedVoice):
+    """The one chunk of ``phonemes``, synthesized on the scheduler's worker like any."""
+    from kokoro_ext.run.pipeline import LengthOverflow
+    from kokoro_ext.run.synthesizer import Chunk
+
+    try:
+        trace = synthesizer.synthesize_phonemes(phonemes, voice)
+    except LengthOverflow as error:  # too long once the durations are known
+        raise TooLong(str(error)) from None
+    except NothingToSay as error:
+        error.param = "phonemes"
+        raise
+    yield Chunk(text="", phonemes=phonemes, audio=trace.audio, pause=0.0, index=0, seed=0, trace=trace)
+
+
+class _IsolatedStatic:
+    """The headers a page with WebAssembly threads needs (kokoro_ext.web.server.HEADERS)
+    on each response of ``app``."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from kokoro_ext.web.server import HEADERS
+
+        async def with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"cache-control", b"no-cache"),
+                                      *((k.lower().encode(), v.encode()) for k, v in HEADERS.items())]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _web_routes(options: ServerOptions) -> list:
+    """The browser page (kokoro_ext/web/static) under /web/, read-only; with a browser
+    build (``web_build``), that build under /web/build/ and /web/ opening the page on it."""
+    routes = []
+    if options.web_build is not None:
+        target = "/web/index.html?builds=build/"
+        site = [name for name in ("webgpu", "wasm") if (options.web_build / name / "manifest.json").is_file()]
+        if site:  # a site of both builds: the page tries them in order
+            target = "/web/index.html?builds=" + ",".join(f"build/{name}/" for name in site)
+
+        async def open_page(request: Request):
+            return RedirectResponse(target, status_code=302)
+
+        routes += [Route("/web/", open_page, methods=["GET"]),
+                   Mount("/web/build", _IsolatedStatic(StaticFiles(directory=options.web_build)))]
+    return routes + [Mount("/web", _IsolatedStatic(StaticFiles(directory=WEB_STATIC, html=True)))]
 
 
 def app_from_env() -> Starlette:
     """``create_app`` with the ServerOptions in $KOKORO_EXT_SERVE_OPTIONS (JSON, fields of
     ServerOptions; missing ones default): the factory each of uvicorn's workers calls."""
     fields = json.loads(os.environ.get(OPTIONS_ENV) or "{}")
-    for name in ("artifacts", "voices"):
+    for name in ("artifacts", "voices", "downloads", "web_build"):
         if fields.get(name) is not None:
             fields[name] = Path(fields[name])
+    fields["cors"] = tuple(fields.get("cors", ()))
     return create_app(ServerOptions(**fields))

@@ -37,11 +37,10 @@ from pathlib import Path
 
 from kokoro_ext.build.environment import REPO_ROOT, read_pin
 from kokoro_ext.run.cache import cache_dir
-from kokoro_ext.tools.wheel import TOOLCHAINS, cmake_kernels, run_command
+from kokoro_ext.tools.kernel_build import cmake_kernels, kernel_sources_digest, run_command
 
 QEMU = "qemu-aarch64-static"
 CROSS_CXX = "aarch64-linux-gnu-g++"
-TOOLCHAIN = TOOLCHAINS["aarch64"]
 #: The tools and the Debian packages that bring them.
 TOOLS = {
     QEMU: "qemu-user-static",
@@ -164,12 +163,8 @@ def ensure_sysroot() -> Path:
 
 
 def _source_hash(march: str) -> str:
-    digest = hashlib.sha256(march.encode())
-    files = [REPO_ROOT / "CMakeLists.txt", TOOLCHAIN, REPO_ROOT / "upstream" / "tvm.pin"]
-    files += sorted(p for p in (REPO_ROOT / "cpp").rglob("*") if p.is_file())
-    for path in files:
-        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+    # the toolchain file is under cpp/, which the sources' digest covers
+    return hashlib.sha256(f"{march}\0{kernel_sources_digest()}".encode()).hexdigest()[:16]
 
 
 def ensure_native_library(site: Path, march: str = "armv8-a", jobs: int = 2) -> Path:

@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -43,8 +42,9 @@ from pathlib import Path
 from kokoro_ext.build.environment import REPO_ROOT, read_pin
 from kokoro_ext.run import native
 from kokoro_ext.run.cpu import architecture
+from kokoro_ext.tools import emulation
+from kokoro_ext.tools.kernel_build import cmake_kernels, kernel_sources_digest, run_command
 
-TOOLCHAINS = {"aarch64": REPO_ROOT / "cpp" / "cmake" / "aarch64-linux-gnu.cmake"}
 #: Where a wheel's kernels find what they link: TVM's runtime beside them, tvm-ffi and
 #: OpenBLAS in their wheels in the same site-packages.
 RPATH = "$ORIGIN:$ORIGIN/../../tvm_ffi/lib:$ORIGIN/../../scipy_openblas32/lib"
@@ -52,16 +52,6 @@ RPATH = "$ORIGIN:$ORIGIN/../../tvm_ffi/lib:$ORIGIN/../../scipy_openblas32/lib"
 FROM_OTHER_WHEELS = ("libtvm_ffi.so", "libscipy_openblas.so")
 #: TVM's license files (of its package in the apache-tvm wheel), shipped with its runtime.
 LICENSES = "licenses/tvm"
-
-
-def run_command(command: Sequence[str | Path], **kwargs) -> None:
-    """``command``, its output kept for the error it raises if it fails."""
-    result = subprocess.run([str(c) for c in command], capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"{' '.join(map(str, command))} failed ({result.returncode}):\n"
-            f"{result.stdout[-3000:]}{result.stderr[-3000:]}"
-        )
 
 
 def _tool(name: str) -> str:
@@ -85,39 +75,45 @@ def target_site(arch: str) -> Path:
         spec = importlib.util.find_spec("tvm")
         return Path(list(spec.submodule_search_locations)[0]).parent
     if arch == "aarch64":
-        from kokoro_ext.tools import emulation
-
         return emulation.ensure_site()
     raise RuntimeError(f"no runtime wheel for {arch} from {platform.machine()}")
 
 
-def cmake_kernels(
-    out: Path, site: Path, march: str, arch: str, variant: str | None = None, jobs: int = 2
-) -> Path:
-    """The kernel library of this checkout built with ``-march`` for ``arch`` into ``out``,
-    linked against ``site``'s wheels (cross-compiled where ``arch`` is not this machine's);
-    ``variant`` names it as a runtime wheel's (libkokoro_ext_kernels.<variant>.so)."""
-    toolchain = [] if arch == architecture(platform.machine()) else [f"--toolchain={TOOLCHAINS[arch]}"]
-    with tempfile.TemporaryDirectory(prefix="kokoro-ext-kernels-") as build:
-        run_command(["cmake", "-S", REPO_ROOT, "-B", build, *toolchain,
-              f"-DPython_EXECUTABLE={sys.executable}", f"-DKOKORO_EXT_TARGET_SITE={site}",
-              f"-DKOKORO_EXT_LIBRARY_DIR={out}", f"-DKOKORO_EXT_MARCH={march}",
-              f"-DKOKORO_EXT_VARIANT={variant or ''}", "-DCMAKE_BUILD_TYPE=Release"])  # fmt: skip
-        run_command(["cmake", "--build", build, f"-j{jobs}"])
-    return out / (native.Variant(variant, march).file_name if variant else native.LIBRARY_NAME)
-
-
-def build_kernels(arch: str, out: Path, jobs: int = 2) -> list[Path]:
-    """Every variant of ``arch``'s kernel library (native.VARIANTS) in ``out``, each with
-    its CPU record, finding what it links relative to itself (``RPATH``)."""
+def build_kernels(
+    arch: str, out: Path, jobs: int = 2, names: Sequence[str] | None = None
+) -> list[Path]:
+    """Every variant of ``arch``'s kernel library (native.VARIANTS), or those ``names``, in
+    ``out``, each with its CPU record, finding what it links relative to itself (``RPATH``)."""
     site = target_site(arch)
     libraries = []
     for variant in native.VARIANTS[arch]:
+        if names is not None and variant.name not in names:
+            continue
         library = cmake_kernels(out, site, variant.march, arch, variant.name, jobs)
         # CMake adds the build site's folders to the search path: not on another machine
         run_command([_tool("patchelf"), "--set-rpath", RPATH, library])
         libraries.append(library)
     return libraries
+
+
+def cached_kernels(arch: str, names: Sequence[str], jobs: int = 2) -> list[Path]:
+    """The variants ``names`` of ``arch``'s kernel library, built once per state of the
+    sources into the cache (``<cache>/kernels/<arch>-<digest>``) and reused after."""
+    from kokoro_ext.run.cache import cache_dir
+
+    folder = cache_dir() / "kernels" / f"{arch}-{kernel_sources_digest()[:16]}"
+    wanted = [v for v in native.VARIANTS[arch] if v.name in names]
+    if len(wanted) != len(names):
+        known = ", ".join(v.name for v in native.VARIANTS[arch])
+        raise ValueError(f"{arch} has no kernel variant among {list(names)} (variants: {known})")
+    paths = [folder / v.file_name for v in wanted]
+    if not all(p.is_file() and native.record_path(p).is_file() for p in paths):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="kernels-", dir=folder.parent))
+        build_kernels(arch, scratch, jobs, names)
+        shutil.rmtree(folder, ignore_errors=True)
+        scratch.rename(folder)  # whole or not at all: a stopped build leaves no half folder
+    return paths
 
 
 def copy_runtime(arch: str, out: Path) -> Path:

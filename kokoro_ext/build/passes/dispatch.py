@@ -67,11 +67,33 @@ def _is_op(expr: relax.Expr, op: Op) -> bool:
 
 
 @dataclass(frozen=True)
+class KernelSet:
+    """The packed functions the ops go to (None: the op stays for LegalizeOps), and the
+    values appended to each convolution's options."""
+
+    conv1d: str | None = kernels.CONV1D
+    conv1d_transpose: str | None = kernels.CONV1D_TRANSPOSE
+    bmm: str | None = kernels.BMM
+    addmm: str | None = kernels.ADDMM
+    conv_options: tuple[int, ...] = ()
+
+
+#: The CPU's native kernels (cpp/src/dense.cc).
+NATIVE = KernelSet()
+
+
+def cudnn_kernels(math: int) -> KernelSet:
+    """A CUDA build's convolutions through cuDNN (cpp/cuda/cudnn_conv.cc), with its math
+    type (``kernels.CUDNN_MATH``); the rest for TVM's GPU schedules."""
+    return KernelSet(kernels.CUDNN_CONV1D, None, None, None, (math,))
+
+
+@dataclass(frozen=True)
 class _Conv:
     """A 1-D convolution the native kernels take."""
 
     kernel: str
-    options: tuple[int, int, int]
+    options: tuple[int, ...]
     channels: int  # C_out
     ty: relax.TensorType  # the output's
 
@@ -82,12 +104,12 @@ class _Conv:
         return relax.call_dps_packed(self.kernel, args, self.ty)
 
 
-def _match_conv(call: relax.Expr) -> _Conv | None:
-    """``call`` as a native convolution, or None where no kernel takes it."""
-    if _is_op(call, _CONV1D):
-        kernel, kernel_layout, channel_axis = kernels.CONV1D, "OIW", 0
-    elif _is_op(call, _CONV1D_TRANSPOSE):
-        kernel, kernel_layout, channel_axis = kernels.CONV1D_TRANSPOSE, "IOW", 1
+def _match_conv(call: relax.Expr, names: KernelSet) -> _Conv | None:
+    """``call`` as a convolution of ``names``, or None where no kernel takes it."""
+    if _is_op(call, _CONV1D) and names.conv1d is not None:
+        kernel, kernel_layout, channel_axis = names.conv1d, "OIW", 0
+    elif _is_op(call, _CONV1D_TRANSPOSE) and names.conv1d_transpose is not None:
+        kernel, kernel_layout, channel_axis = names.conv1d_transpose, "IOW", 1
     else:
         return None
     x, w = call.args
@@ -103,14 +125,14 @@ def _match_conv(call: relax.Expr) -> _Conv | None:
     channels = _static(w_shape[channel_axis])
     if pad_left != pad_right or channels is None:
         return None
-    if kernel == kernels.CONV1D:
+    if kernel_layout == "OIW":
         options = (int(stride), int(pad_left), int(dilation))
     else:
         if dilation != 1:
             return None
         (output_padding,) = attrs.output_padding
         options = (int(stride), int(pad_left), int(output_padding))
-    return _Conv(kernel, options, channels, call.ty)
+    return _Conv(kernel, options + names.conv_options, channels, call.ty)
 
 
 def _is_bmm(call: relax.Expr) -> bool:
@@ -152,8 +174,9 @@ class _UseCounter(relax.PyExprVisitor):
 class NativeKernelDispatcher(relax.PyExprMutator):
     """Rewrites the ops of one function at a time (see the module's docstring)."""
 
-    def __init__(self, mod: IRModule | None = None):
+    def __init__(self, mod: IRModule | None = None, names: KernelSet = NATIVE):
         super().__init__(mod)
+        self.names = names
         self._biased: dict[relax.Call, tuple[relax.Call, relax.Expr]] = {}
         self._dropped: set[relax.Var] = set()
 
@@ -189,7 +212,7 @@ class NativeKernelDispatcher(relax.PyExprMutator):
                 continue
             if not tvm_ffi.structural_equal(producer.ty, add.ty):
                 continue  # the add broadcasts the product
-            conv = _match_conv(producer)
+            conv = _match_conv(producer, self.names)
             if conv is not None:
                 bias_1d = self._conv_bias(bias, conv.channels, bound)
                 if bias_1d is None:
@@ -199,7 +222,7 @@ class NativeKernelDispatcher(relax.PyExprMutator):
                     self._dropped.add(bias)
                 self._dropped.add(product)
                 return
-            n = _match_mm(producer)
+            n = _match_mm(producer) if self.names.addmm is not None else None
             if n is not None:
                 bias_shape = _shape(bias, 1)
                 if bias_shape is None or not _equal(bias_shape[0], n):
@@ -242,27 +265,31 @@ class NativeKernelDispatcher(relax.PyExprMutator):
             producer, bias = self._biased[call]
             x, w = (self.visit_expr(a) for a in producer.args)
             bias = self.visit_expr(bias)
-            conv = _match_conv(producer)
+            conv = _match_conv(producer, self.names)
             if conv is not None:
                 return conv.call(x, w, bias)
-            return relax.call_dps_packed(kernels.ADDMM, [bias, x, w], call.ty)
-        conv = _match_conv(call)
+            return relax.call_dps_packed(self.names.addmm, [bias, x, w], call.ty)
+        conv = _match_conv(call, self.names)
         if conv is not None:
             x, w = (self.visit_expr(a) for a in call.args)
             return conv.call(x, w, None)
-        if _is_bmm(call):
+        if self.names.bmm is not None and _is_bmm(call):
             x, w = (self.visit_expr(a) for a in call.args)
-            return relax.call_dps_packed(kernels.BMM, [x, w], call.ty)
+            return relax.call_dps_packed(self.names.bmm, [x, w], call.ty)
         return None
 
 
 @module_pass(opt_level=0, name="kokoro_ext.DispatchNativeKernels")
 class DispatchNativeKernels:
     """Send the float32 1-D convolutions, batched matmuls and matmul + bias adds that the
-    native kernels take to them, static or symbolic shapes alike."""
+    native kernels take to them, static or symbolic shapes alike (``names``: the CPU's
+    kernels, or another set such as ``cudnn_kernels``)."""
+
+    def __init__(self, names: KernelSet = NATIVE):
+        self.names = names
 
     def transform_module(self, mod: IRModule, _ctx: PassContext) -> IRModule:
-        dispatcher = NativeKernelDispatcher(mod)
+        dispatcher = NativeKernelDispatcher(mod, self.names)
         for gv, func in mod.functions_items():
             if isinstance(func, relax.Function):
                 dispatcher.builder_.update_func(gv, dispatcher.rewrite(func))

@@ -10,6 +10,7 @@ build) or fail deep in codegen.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import tvm
@@ -19,6 +20,10 @@ from tvm.s_tir import dlight as dl
 from tvm.s_tir.dlight.gpu.matmul import auto_inline_consumer_chain
 from tvm.s_tir.schedule import ScheduleError
 from tvm.target import Target
+
+
+#: The start of the warning a convolution function left at a thread per output gives.
+CONVOLUTION_FALLBACK = "convolution not register-tiled, a thread per output:"
 
 
 def _block_names(func: tirx.PrimFunc) -> list[str]:
@@ -85,11 +90,19 @@ class Convolution(dl.ScheduleRule):
             return None
         if not any(name.startswith("conv1d") for name in _block_names(func)):
             return None
+        why = None
         try:
             sch = self._tiled(func)
-        except (ScheduleError, AssertionError, _NotTileable):
-            sch = None
-        if sch is None or not _registers_fit(sch.mod, target):
+        except (ScheduleError, AssertionError, _NotTileable) as err:
+            sch, why = None, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        if sch is not None and not _registers_fit(sch.mod, target):
+            sch = s_tir.Schedule(_compact_to_tiles(sch.mod))
+            if not _registers_fit(sch.mod, target):
+                sch, why = None, "register arrays of a size the codegen does not take"
+        if sch is None:
+            # in the build's log (build.log): a convolution at a thread per output is slow
+            warnings.warn(f"{CONVOLUTION_FALLBACK} {func.attrs.get('global_symbol', '')} "
+                          f"({why})", stacklevel=2)  # fmt: skip
             return dl.gpu.Fallback().apply(func, target, tunable)
         return sch
 
@@ -148,6 +161,32 @@ class Convolution(dl.ScheduleRule):
         return sch
 
 
+def _compaction(strict: bool) -> tvm.transform.Pass:
+    """TVM's lowering up to and including CompactBufferAllocation, as its TIR pipeline
+    (s_tir.pipeline) runs it."""
+    return tvm.transform.Sequential(
+        [
+            s_tir.transform.LowerCrossThreadReduction(),
+            s_tir.transform.LowerInitBlock(),
+            s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+            s_tir.transform.ConvertBlocksToOpaque(),
+            s_tir.transform.CompactBufferAllocation(strict),
+        ]
+    )
+
+
+def _compact_to_tiles(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with each allocation compacted to the region its accesses cover (a tile's
+    registers: 16 inputs, 4 x 4 sums), not clipped to the whole tensor's symbolic
+    length.  The strict compaction TVM's pipeline runs clips each tile by the tensor's
+    extent (``min(n * 120 + 7, 16)``) where it cannot prove the length covers a tile;
+    CUDA's codegen refuses such a stack allocation.  The tile's accesses are guarded
+    by the outputs' bounds, so the tile-sized array is never read or written past
+    what the clipped one would be.  TVM's pipeline runs the same passes again on the
+    result, which leave it as it is (a constant tile clips to itself)."""
+    return _compaction(strict=False)(mod)
+
+
 def _registers_fit(mod: tvm.IRModule, target: Target) -> bool:
     """Whether the register arrays of ``mod``'s schedule have the sizes ``target``'s
     codegen needs, once TVM's lowering has compacted them to the regions a thread uses.
@@ -158,15 +197,7 @@ def _registers_fit(mod: tvm.IRModule, target: Target) -> bool:
     bound; CUDA's takes only constant sizes, so there the function gets a thread per
     output instead.
     """
-    lowered = tvm.transform.Sequential(
-        [
-            s_tir.transform.LowerCrossThreadReduction(),
-            s_tir.transform.LowerInitBlock(),
-            s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
-            s_tir.transform.ConvertBlocksToOpaque(),
-            s_tir.transform.CompactBufferAllocation(),
-        ]
-    )(mod)
+    lowered = _compaction(strict=True)(mod)
     extents: list[tirx.PrimExpr] = []
     tvm_ffi.structural_walk(
         lowered["main"].body,

@@ -48,7 +48,7 @@ def _includes() -> list[str]:
         f"-I{tvm_dir / 'include'}",
         f"-I{tvm_ffi.libinfo.find_include_path()}",
         f"-I{tvm_ffi.libinfo.find_dlpack_include_path()}",
-        f"-I{CPP / 'third_party' / 'tvm' / 'include'}",
+        f"-I{runtime.SUPPORT / 'include'}",
     ]
 
 

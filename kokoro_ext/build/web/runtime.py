@@ -5,8 +5,9 @@ The runtime is TVM's ``web/`` (``wasm_runtime``, ``tvmjs_support``, ``webgpu_run
 as ``web/Makefile`` makes them, but as wasm objects, not bitcode: bitcode is compiled
 again at every link, which doubled a stage's link time), compiled from what the wheels
 ship (``tvm/web/emcc``, ``tvm/src/runtime``, ``tvm/include``, tvm_ffi's ``src`` and
-``include``) and the few TVM headers they lack (``tvm_support/``).  It is compiled once
-per TVM version and emscripten and kept in the cache (``$KOKORO_TVM_EXT_CACHE/web``).
+``include``) and the few TVM headers they lack (``SUPPORT``: kokoro_ext/third_party/tvm,
+package data).  It is compiled once per TVM version and emscripten and kept in the cache
+(``$KOKORO_TVM_EXT_CACHE/web``).
 
 ``link`` is what ``export_library`` takes as ``fcompile``: the model's host code as a
 wasm *object* file (``object_format = "o"``; emscripten's ``wasm-ld`` cannot read the
@@ -36,7 +37,8 @@ PARTS = ("wasm_runtime", "tvmjs_support", "webgpu_runtime")
 #: emscripten's driver.  Debian's emcc needs NODE_PATH to find its node modules.
 EMCC = "emcc"
 _NODE_PATH = "/usr/share/nodejs"
-_SUPPORT = Path(__file__).parent / "tvm_support"
+#: TVM's headers the wheels lack (the one copy, which the native kernels' CMake build uses too).
+SUPPORT = Path(__file__).resolve().parents[2] / "third_party" / "tvm"
 _CFLAGS = ["-O3", "-std=c++17", "-Wno-ignored-attributes"]
 _LDFLAGS = [
     "-O3", "--no-entry", "-s", "WASM_BIGINT=1", "-s", "ERROR_ON_UNDEFINED_SYMBOLS=0",
@@ -85,7 +87,7 @@ def _source_root(root: Path) -> None:
     sources include each other by relative paths, which links would break)."""
     tvm_dir = Path(tvm.__file__).parent
     ffi_dir = Path(tvm_ffi.__file__).parent
-    shutil.copytree(_SUPPORT, root, ignore=shutil.ignore_patterns("README.md"), dirs_exist_ok=True)
+    shutil.copytree(SUPPORT, root, ignore=shutil.ignore_patterns("README.md"), dirs_exist_ok=True)
     shutil.copytree(tvm_dir / "include" / "tvm", root / "include" / "tvm", dirs_exist_ok=True)
     shutil.copytree(tvm_dir / "src" / "runtime", root / "src" / "runtime")
     shutil.copytree(tvm_dir / "web" / "emcc", root / "web" / "emcc")
@@ -134,15 +136,18 @@ def runtime_parts() -> list[Path]:
         return [folder / f"{name}.o" for name in PARTS]
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tvm-web-", dir=folder.parent) as scratch:
-        root = Path(scratch)
-        _source_root(root)
-        includes = [
-            f"-I{root}", f"-I{root / 'include'}", f"-I{root / '3rdparty/tvm-ffi/include'}",
-            f"-I{root / '3rdparty/tvm-ffi/3rdparty/dlpack/include'}",
-            f"-I{root / '3rdparty/compiler-rt'}",
-        ]  # fmt: skip
-        sources = [root / "web" / "emcc" / f"{name}.cc" for name in PARTS]
-        return compile_objects(sources, [*includes, *_CFLAGS], folder)
+        return compile_objects(*runtime_sources(Path(scratch)), folder)
+
+
+def runtime_sources(root: Path) -> tuple[list[Path], list[str]]:
+    """The runtime's sources laid out in ``root`` (empty), and emcc's flags for them."""
+    _source_root(root)
+    includes = [
+        f"-I{root}", f"-I{root / 'include'}", f"-I{root / '3rdparty/tvm-ffi/include'}",
+        f"-I{root / '3rdparty/tvm-ffi/3rdparty/dlpack/include'}",
+        f"-I{root / '3rdparty/compiler-rt'}",
+    ]  # fmt: skip
+    return [root / "web" / "emcc" / f"{name}.cc" for name in PARTS], [*includes, *_CFLAGS]
 
 
 def link(output: str, objects: list[str], options: list[str] | None = None) -> None:

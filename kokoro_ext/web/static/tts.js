@@ -40,8 +40,7 @@ function npyFloat32(buffer) {
 export const MAX_BLEND = 16;
 const VOICE_NAME = /^[a-z]{2}_[a-z0-9]+$/;
 // one part of a blend: a name, then optionally a weight in parentheses (voices._PART)
-const PART = /^(?<name>[^()+]*?)\s*(?:\((?<weight>[^()]*)\))?$/;
-const SUBTRACT = /(?:[a-z]{2}_[a-z0-9]+|\))\s*-\s*[a-z]{2}_[a-z0-9]+/;
+const PART = /^(?<name>[^()+-]*?)\s*(?:\((?<weight>[^()]*)\))?$/;
 // a number as Python's float() reads one (digits may be grouped by _), not inf or nan
 const DECIMAL = /^[+-]?(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?:[eE][+-]?\d(?:_?\d)*)?$/;
 const LANGUAGE_NAMES = { a: "American English", b: "British English", e: "Spanish", f: "French",
@@ -86,25 +85,38 @@ function fsum(values) {
   return high;
 }
 
-/** "af_bella(2)+af_sky(1)", "af_bella+af_sky" or "af_heart" -> [[name, weight]], the
- * weights summing to 1, as kokoro_ext.run.voices.parse_blend reads it; an Error for an
- * empty or unreadable part, a name that is not a voice name, a weight that is not a
- * positive number, a subtraction (a-b), more than MAX_BLEND voices, or voices of
- * different languages. */
+/** `spec` cut at each + and - outside parentheses: [sign, text] of each part (voices._terms). */
+function terms(spec) {
+  const out = [];
+  let sign = 1, start = 0, depth = 0;
+  for (let i = 0; i < spec.length; i++) { // the marks are ASCII: UTF-16 indices do
+    const char = spec[i];
+    if (char === "(") depth += 1;
+    else if (char === ")") depth = Math.max(depth - 1, 0);
+    else if ((char === "+" || char === "-") && depth === 0) {
+      out.push([sign, spec.slice(start, i)]);
+      [sign, start] = [char === "+" ? 1 : -1, i + 1];
+    }
+  }
+  out.push([sign, spec.slice(start)]);
+  return out;
+}
+
+/** "af_bella(2)+af_sky(1)", "af_bella+af_sky", "af_bella-af_sky" or "af_heart" -> [[name,
+ * weight]] as kokoro_ext.run.voices.parse_blend reads it (Kokoro-FastAPI's syntax): the
+ * weights divided by their sum, a voice after - subtracted (its weight negative); an Error
+ * for an empty or unreadable part, a name that is not a voice name, a weight that is not
+ * a positive number, more than MAX_BLEND voices, or voices of different languages. */
 export function parseBlend(spec) {
   const show = (value) => JSON.stringify(value);
-  const pieces = spec.split("+");
+  const pieces = terms(spec);
   if (pieces.length > MAX_BLEND) throw new Error(`voice blend ${show(spec)} has ${pieces.length} voices; at most ${MAX_BLEND}`);
-  const found = pieces.map((piece) => {
-    if (SUBTRACT.test(piece)) {
-      throw new Error(`voice ${show(spec)}: subtracting a voice (a-b) is not supported; a blend ` +
-        "is a weighted mean: af_bella(2)+af_sky(1)");
-    }
+  const found = pieces.map(([sign, piece]) => {
     const match = PART.exec(piece.trim());
     if (match === null || !match.groups.name) {
       const what = piece.trim() ? `the part ${show(piece.trim())}` : "an empty part";
       throw new Error(`cannot read ${what} of voice blend ${show(spec)}: write voices as ` +
-        "af_bella+af_sky or with weights as af_bella(2)+af_sky(1)");
+        "af_bella+af_sky, with weights as af_bella(2)+af_sky(1), or subtract one as af_bella-af_sky");
     }
     const { name, weight: text } = match.groups;
     const weight = text === undefined ? 1
@@ -116,7 +128,7 @@ export function parseBlend(spec) {
       throw new Error(`unknown voice ${show(name)}: a voice is named like af_heart` +
         (pieces.length > 1 ? ` (in the voice blend ${show(spec)})` : ""));
     }
-    return [name, weight];
+    return [name, weight, sign];
   });
   let first = null;
   for (const [name] of found) {
@@ -132,10 +144,10 @@ export function parseBlend(spec) {
   // scaled by the largest first: sums stay finite
   const top = Math.max(...found.map(([, weight]) => weight));
   const total = fsum(found.map(([, weight]) => weight / top));
-  return found.map(([name, weight]) => [name, weight / top / total]);
+  return found.map(([name, weight, sign]) => [name, sign * weight / top / total]);
 }
 
-/** The weighted mean of [pack, weight] pairs, summed in float64 and rounded once
+/** The weighted sum of [pack, weight] pairs, summed in float64 and rounded once
  * (voices.mix); a single voice's pack as it is. */
 export function mixVoices(parts) {
   if (parts.length === 1) return parts[0][0];

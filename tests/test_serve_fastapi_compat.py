@@ -1,0 +1,448 @@
+"""kokoro_ext.serve as a drop-in for Kokoro-FastAPI: clients configured for it (Open WebUI,
+SillyTavern, the OpenAI client, the requests of Kokoro-FastAPI's README) against this
+server with the small build, changing only the host.  docs/server.md has the table."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shlex
+import wave
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from kokoro_ext import Synthesizer
+from kokoro_ext.run.voices import VoiceDirectory
+from kokoro_ext.serve import ServerOptions, create_app
+from kokoro_ext.serve import audio
+from kokoro_ext.serve.__main__ import parse_args
+from kokoro_ext.serve.compat import KOKORO_FASTAPI_VOICES, MODELS, NAMESAKE_VOICES, torch_file
+from test_serve import _encoded, running
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Kokoro-FastAPI's OpenAI voice mapping (its api/src/core/openai_mappings.json).
+FASTAPI_MAPPING = {
+    "alloy": "am_adam", "ash": "af_nicole", "coral": "bf_emma", "echo": "af_bella",
+    "fable": "af_sarah", "onyx": "bm_george", "nova": "bf_isabella", "sage": "am_michael",
+    "shimmer": "af_sky",
+}  # fmt: skip
+SPEECH_FIELDS = {"model", "input", "voice", "response_format", "speed"}
+
+
+@pytest.fixture(scope="module")
+def synth(build_dir):
+    return Synthesizer(build_dir[0])  # the build's own limits: a short text is one chunk
+
+
+@pytest.fixture(scope="module")
+def voices(build_dir, tmp_path_factory) -> Path:
+    """Every voice Kokoro-FastAPI's mapping names and af_heart, each the build's voice
+    changed a little (a different pack per name, so that a wrong mapping shows)."""
+    directory = tmp_path_factory.mktemp("fastapi-voices")
+    base = np.load(build_dir[0] / "voice.npy").astype("<f4")
+    names = sorted({"af_heart", *FASTAPI_MAPPING.values()})
+    for index, name in enumerate(names):
+        (base * (1 + 0.02 * index)).astype("<f4").tofile(directory / f"{name}.bin")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def server(synth, voices):
+    """Kokoro-FastAPI's defaults, no API key (its default too), CORS for one origin."""
+    app = create_app(ServerOptions(voices=voices, warmup=False, cors=("http://page.example",)), synth)
+    with running(app) as (url, app):
+        yield url, app
+
+
+def pack(voices: Path, name: str) -> np.ndarray:
+    return np.fromfile(voices / f"{name}.bin", "<f4").reshape(510, 1, 256)
+
+
+def test_the_mapping_is_kokoro_fastapis():
+    assert KOKORO_FASTAPI_VOICES == FASTAPI_MAPPING
+    assert set(NAMESAKE_VOICES) < set(FASTAPI_MAPPING) and NAMESAKE_VOICES["alloy"] == "af_alloy"
+    assert MODELS == ("tts-1", "tts-1-hd", "kokoro", "gpt-4o-mini-tts")
+    # the option keeps the names' older meaning
+    with pytest.raises(ValueError, match="kokoro-fastapi, namesake"):
+        create_app(ServerOptions(openai_voices="other", warmup=False))
+
+
+# --- Open WebUI: the voice list, then speech with a picked voice -------------------------
+
+
+def test_open_webui_reads_id_and_name_of_every_voice(server, voices):
+    url, _ = server
+    listed = httpx.get(f"{url}/v1/audio/voices").json()
+    assert set(listed) == {"voices"}
+    names = sorted(p.stem for p in voices.iterdir())
+    assert [v["id"] for v in listed["voices"]] == names
+    assert all(v["name"] == v["id"] for v in listed["voices"])
+    # Kokoro-FastAPI's older clients: ?legacy=true gives the names
+    assert httpx.get(f"{url}/v1/audio/voices", params={"legacy": "true"}).json() == {"voices": names}
+    bad = httpx.get(f"{url}/v1/audio/voices", params={"legacy": "maybe"})
+    assert bad.status_code == 422 and "legacy" in bad.json()["detail"]["message"]
+
+
+def test_open_webui_speech_request(server):
+    # Open WebUI's OpenAI TTS: POST {base}/audio/speech with model, input, voice and the
+    # body it adds for Kokoro-FastAPI (none): an mp3 back
+    url, _ = server
+    response = httpx.post(f"{url}/v1/audio/speech", timeout=120, headers={"Authorization": "Bearer sk-none"},
+                          json={"model": "kokoro", "input": "Hello there.", "voice": "af_heart"})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "audio/mpeg"
+    assert response.headers["content-disposition"] == "attachment; filename=speech.mp3"
+    assert len(response.content) > 500
+
+
+# --- SillyTavern: each OpenAI voice name, as its OpenAI-compatible TTS sends it ----------
+
+
+def test_each_openai_voice_means_kokoro_fastapis_voice(server, voices):
+    _, app = server
+    directory: VoiceDirectory = app.state.voices
+    for openai_name, kokoro in FASTAPI_MAPPING.items():
+        assert directory.blend(openai_name).parts == ((kokoro, 1.0),), openai_name
+        assert np.array_equal(directory.load(openai_name), pack(voices, kokoro))
+
+
+@pytest.mark.parametrize("name", sorted(FASTAPI_MAPPING))
+def test_sillytavern_request_with_each_openai_voice(server, synth, voices, name):
+    url, _ = server
+    body = {"input": "Hi.", "model": "tts-1", "voice": name, "speed": 1, "response_format": "pcm"}
+    response = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    assert response.content == _encoded(synth.stream("Hi.", pack(voices, FASTAPI_MAPPING[name])))
+
+
+# --- the OpenAI client, as Kokoro-FastAPI's README uses it --------------------------------
+
+
+def test_openai_client_examples_from_kokoro_fastapis_readme(server, synth, voices):
+    url, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="not-needed", max_retries=0)
+    with client.audio.speech.with_streaming_response.create(
+        model="kokoro", voice="af_sky+af_bella", input="Hello world!"
+    ) as response:
+        assert response.headers["content-type"] == "audio/mpeg"
+        assert len(response.read()) > 500
+    pcm = client.audio.speech.create(model="gpt-4o-mini-tts", voice="coral", input="Hello world!",
+                                     response_format="pcm")
+    assert pcm.content == _encoded(synth.stream("Hello world!", VoiceDirectory(voices).voice("bf_emma")))
+    assert [m.id for m in client.models.list()] == list(MODELS)
+    assert client.models.retrieve("gpt-4o-mini-tts").owned_by == "kokoro"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-9")
+
+
+def test_requests_examples_from_kokoro_fastapis_readme(server):
+    url, _ = server
+    voices = [v["id"] for v in httpx.get(f"{url}/v1/audio/voices").json()["voices"]]
+    assert "af_bella" in voices
+    for body in (
+        {"model": "kokoro", "input": "Hello world!", "voice": "af_bella", "response_format": "mp3", "speed": 1.0},
+        {"input": "Hello world!", "voice": "af_bella", "response_format": "pcm"},
+        {"input": "Hello world!", "voice": "af_bella(2)+af_sky(1)", "response_format": "mp3"},
+        {"input": "Hello world!"},  # model kokoro and voice af_heart by default
+    ):
+        response = httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
+        assert response.status_code == 200, (body, response.text)
+        assert response.headers["content-type"] == audio.MEDIA_TYPES[body.get("response_format", "mp3")]
+
+
+def test_captioned_speech_examples_from_kokoro_fastapis_readme(server):
+    url, _ = server
+    body = {"model": "kokoro", "input": "Hello world!", "voice": "af_bella", "speed": 1.0,
+            "response_format": "mp3"}
+    whole = httpx.post(f"{url}/dev/captioned_speech", json={**body, "stream": False}, timeout=120)
+    assert whole.status_code == 200
+    reply = json.loads(whole.content)
+    assert reply["audio_format"] == "audio/mpeg" and len(reply["audio"]) > 100
+    assert [w["word"] for w in reply["timestamps"]] == ["Hello", "world!"]
+    lines = httpx.post(f"{url}/dev/captioned_speech", json={**body, "stream": True}, timeout=120)
+    words = [w["word"] for line in lines.text.splitlines() if line for w in json.loads(line)["timestamps"]]
+    assert words == ["Hello", "world!"]
+    wav = httpx.post(f"{url}/dev/captioned_speech", timeout=120,
+                     json={**body, "response_format": "wav", "stream": False}).json()
+    with wave.open(io.BytesIO(base64.b64decode(wav["audio"]))) as w:  # the header states the length
+        assert w.getnframes() == (len(base64.b64decode(wav["audio"])) - 44) // 2 > 0
+
+
+def test_phoneme_examples_from_kokoro_fastapis_readme(server, synth, voices):
+    url, _ = server
+    result = httpx.post(f"{url}/dev/phonemize", json={"text": "Hello world!", "language": "a"}, timeout=120).json()
+    assert result["phonemes"] == synth.phonemize("Hello world!")
+    assert result["tokens"][0] == result["tokens"][-1] == 0 and len(result["tokens"]) > 4
+    british = httpx.post(f"{url}/dev/phonemize", json={"text": "The water.", "language": "b"}, timeout=120)
+    american = httpx.post(f"{url}/dev/phonemize", json={"text": "The water."}, timeout=120)
+    assert british.json()["phonemes"] != american.json()["phonemes"]
+    response = httpx.post(f"{url}/dev/generate_from_phonemes",
+                          json={"phonemes": result["phonemes"], "voice": "af_bella"}, timeout=120)
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
+    want = synth.synthesize_phonemes(result["phonemes"], pack(voices, "af_bella")).audio
+    assert response.content == _encoded([_Piece(want)], "wav")
+    for body, status in (({"phonemes": "", "voice": "af_bella"}, 400), ({"phonemes": "hˈi"}, 422),
+                         ({"phonemes": "ə" * 600, "voice": "af_bella"}, 400),
+                         ({"phonemes": "hˈi", "voice": "af_nobody"}, 400)):
+        refused = httpx.post(f"{url}/dev/generate_from_phonemes", json=body, timeout=60)
+        assert refused.status_code == status, (body, refused.text)
+        assert refused.json()["detail"]["message"]
+    empty = httpx.post(f"{url}/dev/phonemize", json={"text": " "}, timeout=60)
+    assert empty.status_code == 400 and empty.json()["detail"]["message"] == "Text cannot be empty"
+
+
+class _Piece:
+    def __init__(self, samples):
+        self.samples = samples
+
+    def joined(self):
+        return self.samples
+
+
+def test_combine_returns_a_pt_voice_of_the_blend(server, voices):
+    torch = pytest.importorskip("torch")  # the test reads the file with torch; the server has no torch
+    url, _ = server
+    response = httpx.post(f"{url}/v1/audio/voices/combine", json="af_bella(2)+af_sky(1)", timeout=60)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-disposition"] == "attachment; filename=af_bella(0.6667)+af_sky(0.3333).pt"
+    combined = torch.load(io.BytesIO(response.content), weights_only=True).numpy()
+    np.testing.assert_allclose(combined, (2 * pack(voices, "af_bella").astype(np.float64) + pack(voices, "af_sky")) / 3,
+                               rtol=1e-6, atol=1e-7)
+    listed = httpx.post(f"{url}/v1/audio/voices/combine", json=["af_bella", "echo"], timeout=60)
+    assert listed.headers["content-disposition"] == "attachment; filename=af_bella+af_bella.pt"
+    assert np.array_equal(torch.load(io.BytesIO(listed.content), weights_only=True).numpy(), pack(voices, "af_bella"))
+    for body, status in (("af_bella", 400), ("af_bella+af_nobody", 400), (3, 422), ([], 422)):
+        refused = httpx.post(f"{url}/v1/audio/voices/combine", json=body, timeout=60)
+        assert refused.status_code == status, (body, refused.text)
+    # the file the server writes without torch is what torch.save writes for the tensor
+    assert np.array_equal(torch.load(io.BytesIO(torch_file(np.arange(6, dtype="f4").reshape(2, 3))),
+                                     weights_only=True).numpy(), np.arange(6).reshape(2, 3))
+
+
+# --- Kokoro-FastAPI's fields ----------------------------------------------------------------
+
+
+def speech(url: str, **fields) -> httpx.Response:
+    body = {"input": "Hello there.", "voice": "af_heart", "response_format": "pcm", **fields}
+    return httpx.post(f"{url}/v1/audio/speech", json=body, timeout=120)
+
+
+def test_stream_false_sends_the_whole_file_with_its_length(server):
+    url, _ = server
+    streamed = speech(url, response_format="wav")
+    whole = speech(url, response_format="wav", stream=False)
+    assert whole.status_code == 200 and "x-accel-buffering" not in whole.headers
+    assert int(whole.headers["content-length"]) == len(whole.content) == len(streamed.content)
+    assert whole.content[44:] == streamed.content[44:]
+    with wave.open(io.BytesIO(whole.content)) as w:  # the header states the real length
+        assert w.getnframes() == (len(whole.content) - 44) // 2
+    assert speech(url, stream=False, stream_format="sse").status_code == 400
+
+
+def test_download_link_serves_the_same_audio(server):
+    url, app = server
+    response = speech(url, response_format="pcm", return_download_link=True, download_format="wav")
+    path = response.headers["x-download-path"]
+    assert re.fullmatch(r"/download/speech-[0-9a-f]{16}\.wav", path)
+    saved = httpx.get(f"{url}/v1{path}", params={"name": "my reading!"})
+    assert saved.status_code == 200 and saved.headers["content-type"] == "audio/wav"
+    assert saved.headers["content-disposition"].endswith('filename="my_reading.wav"')
+    assert saved.content[44:] == response.content  # the same samples, a file whose header
+    with wave.open(io.BytesIO(saved.content)) as w:  # states its length
+        assert w.getnframes() == len(response.content) // 2
+    same = speech(url, response_format="mp3", return_download_link=True, stream=False)
+    assert httpx.get(f"{url}/v1{same.headers['x-download-path']}").content == same.content
+    for name in ("nothing.wav", "speech-0000000000000000.wav", "..%2F..%2Fetc%2Fpasswd"):
+        missing = httpx.get(f"{url}/v1/download/{name}")
+        assert missing.status_code == 404, name
+    assert missing.text == "Not Found"  # a path never reaches the route
+    assert httpx.get(f"{url}/v1/download/nothing.wav").json()["detail"]["error"] == "not_found"
+    assert len(list(app.state.downloads.directory.iterdir())) <= 16
+
+
+def test_volume_multiplier_scales_the_samples(server):
+    url, _ = server
+    full = np.frombuffer(speech(url).content, "<i2").astype(np.int32)
+    half = np.frombuffer(speech(url, volume_multiplier=0.5).content, "<i2").astype(np.int32)
+    assert len(half) == len(full) and np.abs(full).max() > 1000
+    assert np.abs(half - full / 2).max() <= 1
+    assert speech(url, volume_multiplier=-1).status_code == 400
+
+
+def test_lang_code_reads_the_text_in_that_language(server, synth, voices):
+    url, _ = server
+    british = speech(url, input="The water.", lang_code="b")
+    assert british.status_code == 200
+    assert british.content != speech(url, input="The water.").content
+    assert speech(url, input="The water.", lang_code="en-gb").content == british.content
+    refused = speech(url, lang_code="xx")
+    assert refused.status_code == 400 and "unknown language 'xx'" in refused.json()["error"]["message"]
+
+
+def test_blends_subtract_and_mix_languages_as_kokoro_fastapi(server, synth, voices):
+    url, _ = server
+    bella, sky = pack(voices, "af_bella").astype(np.float64), pack(voices, "af_sky")
+    response = speech(url, voice="af_bella(3)-af_sky(1)", input="Hi.")
+    assert response.status_code == 200, response.text
+    assert response.content == _encoded(synth.stream("Hi.", ((3 * bella - sky) / 4).astype(np.float32)))
+    # two languages: read in the first voice's, as Kokoro-FastAPI reads them
+    mixed = speech(url, voice="bf_emma+af_bella", input="The water.")
+    assert mixed.status_code == 200
+    assert mixed.content == speech(url, voice="bf_emma+af_bella", input="The water.", lang_code="b").content
+
+
+def test_normalization_options_are_taken_or_refused_saying_why(server):
+    url, _ = server
+    defaults = {"normalize": True, "unit_normalization": False, "url_normalization": True,
+                "email_normalization": True, "optional_pluralization_normalization": True,
+                "phone_normalization": True, "replace_remaining_symbols": True}
+    plain = speech(url).content
+    assert speech(url, normalization_options=defaults).content == plain
+    assert speech(url, normalization_options={"unit_normalization": True}).status_code == 200
+    for name in ("normalize", "url_normalization", "replace_remaining_symbols"):
+        refused = speech(url, normalization_options={name: False})
+        assert refused.status_code == 400
+        assert f"normalization_options.{name}=false is not supported" in refused.json()["error"]["message"]
+    assert speech(url, normalization_options={"normalize": "yes"}).status_code == 400
+
+
+def test_voice_aliases_and_the_fields_not_taken(server, synth, voices):
+    url, _ = server
+    aliased = speech(url, voice="Narrator", input="Hi.", voice_aliases={"narrator": "af_bella"})
+    assert aliased.content == _encoded(synth.stream("Hi.", pack(voices, "af_bella")))
+    paced = speech(url, voice="slow", input="Hi.", voice_aliases={"slow": {"voice": "af_bella", "rate": 0.5}})
+    assert paced.content == _encoded(synth.stream("Hi.", pack(voices, "af_bella"), speed=0.5))
+    for field, words in (("allow_voice_tags", "tags"), ("ssml", "<speak>"), ("return_timing", "timing")):
+        refused = speech(url, **{field: True})
+        assert refused.status_code == 400 and words in refused.json()["error"]["message"], field
+        assert speech(url, **{field: False}).status_code == 200
+
+
+def test_long_input_is_chunked_not_refused(server):
+    url, app = server
+    text = "This is a long reading for the server. " * 150  # over OpenAI's 4096 characters
+    with httpx.stream("POST", f"{url}/v1/audio/speech", timeout=120,
+                      json={"input": text, "response_format": "pcm"}) as response:
+        assert response.status_code == 200
+        first = next(response.iter_bytes())
+        assert len(first) > 0  # streamed as it is made; leaving cancels the rest
+    assert len(text) > 4096
+
+
+# --- errors, endpoints, CORS, the page ------------------------------------------------------
+
+
+def test_errors_carry_both_shapes_and_dev_schema_errors_are_422(server):
+    url, _ = server
+    bad = httpx.post(f"{url}/v1/audio/speech", json={"input": "Hi.", "voice": "af_nobody"})
+    assert bad.status_code == 400
+    body = bad.json()
+    assert body["error"]["param"] == "voice" and body["detail"]["type"] == "invalid_request_error"
+    assert body["detail"]["message"] == body["error"]["message"]
+    model = httpx.post(f"{url}/v1/audio/speech", json={"input": "Hi.", "model": "gpt-9"}).json()
+    assert model["detail"]["error"] == "invalid_model"
+    missing = httpx.post(f"{url}/v1/audio/speech", json={"voice": "af_heart"})
+    assert missing.status_code == 400  # OpenAI's status on /v1
+    captioned = httpx.post(f"{url}/dev/captioned_speech", json={"voice": "af_heart"})
+    assert captioned.status_code == 422 and "input" in captioned.json()["detail"]["message"]
+    assert httpx.post(f"{url}/dev/captioned_speech", content=b"{").status_code == 422
+
+
+def test_test_endpoint_and_health(server):
+    url, _ = server
+    assert httpx.get(f"{url}/v1/test").json() == {"status": "ok"}
+    assert httpx.get(f"{url}/health").json()["status"] == "healthy"
+    assert httpx.get(f"{url}/v1/models/kokoro").json() == {
+        "id": "kokoro", "object": "model", "created": 1686935002, "owned_by": "kokoro"}
+    missing = httpx.get(f"{url}/v1/models/gpt-9")
+    assert missing.status_code == 404 and missing.json()["detail"]["error"] == "model_not_found"
+
+
+def test_cors_lets_the_given_origin_only(server):
+    url, _ = server
+    preflight = {"Origin": "http://page.example", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "content-type,authorization"}
+    allowed = httpx.options(f"{url}/v1/audio/speech", headers=preflight)
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == "http://page.example"
+    other = httpx.options(f"{url}/v1/audio/speech", headers={**preflight, "Origin": "http://other.example"})
+    assert "access-control-allow-origin" not in other.headers
+    got = httpx.get(f"{url}/v1/audio/voices", headers={"Origin": "http://page.example"})
+    assert got.headers["access-control-allow-origin"] == "http://page.example"
+
+
+def test_cors_preflight_passes_the_api_key(synth, voices):
+    app = create_app(ServerOptions(voices=voices, warmup=False, cors=("*",), api_key="k"), synth)
+    with running(app) as (url, _):
+        preflight = httpx.options(f"{url}/v1/audio/speech", headers={
+            "Origin": "http://page.example", "Access-Control-Request-Method": "POST"})
+        assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == "*"
+        assert httpx.get(f"{url}/v1/audio/voices").status_code == 401
+        # the page's files need no key: a browser fetches them without it
+        page = httpx.get(f"{url}/web/")
+        assert page.status_code == 200 and "<html" in page.text.lower()
+
+
+def test_the_page_is_served_under_web_with_a_browser_builds_headers(server):
+    url, _ = server
+    assert httpx.get(f"{url}/web").status_code in (307, 308)
+    page = httpx.get(f"{url}/web/")
+    assert page.status_code == 200
+    assert page.text == (ROOT / "kokoro_ext/web/static/index.html").read_text()
+    assert page.headers["cross-origin-opener-policy"] == "same-origin"
+    assert page.headers["cross-origin-embedder-policy"] == "require-corp"
+    script = httpx.get(f"{url}/web/tts.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert httpx.put(f"{url}/web/index.html", content=b"x").status_code == 405  # read-only
+    assert httpx.get(f"{url}/web/../app.py").status_code == 404
+
+
+def test_a_browser_build_is_served_with_the_page(synth, voices, tmp_path):
+    build = tmp_path / "site"
+    (build / "webgpu").mkdir(parents=True)
+    (build / "webgpu" / "manifest.json").write_text("{}")
+    app = create_app(ServerOptions(voices=voices, warmup=False, web_build=build), synth)
+    with running(app) as (url, _):
+        opened = httpx.get(f"{url}/web/")
+        assert opened.status_code == 302
+        assert opened.headers["location"] == "/web/index.html?builds=build/webgpu/"
+        manifest = httpx.get(f"{url}/web/build/webgpu/manifest.json")
+        assert manifest.json() == {} and manifest.headers["cross-origin-embedder-policy"] == "require-corp"
+    assert create_app(ServerOptions(voices=voices, warmup=False, web=False), synth).routes[-1].path != "/web"
+
+
+# --- the command line and the containers -------------------------------------------------
+
+
+def test_command_line_defaults_and_options():
+    options, workers = parse_args([])
+    assert (options.host, options.port, options.cors, options.max_input_chars) == ("127.0.0.1", 8880, (), None)
+    assert options.openai_voices == "kokoro-fastapi" and workers == 1
+    options, _ = parse_args(["--host", "0.0.0.0", "--cors", "http://a.example", "*",
+                             "--openai-voices", "namesake", "--max-input-chars", "5000"])
+    assert (options.host, options.cors) == ("0.0.0.0", ("http://a.example", "*"))
+    assert (options.openai_voices, options.max_input_chars) == ("namesake", 5000)
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.cpu", "Dockerfile.cuda"])
+def test_dockerfiles_run_the_server_where_kokoro_fastapi_listens(name):
+    text = (ROOT / "docker" / name).read_text()
+    # every path a COPY takes from the repository is there
+    for line in re.findall(r"^COPY (?!--from)(.+)$", text, re.M):
+        *sources, _ = shlex.split(line)
+        for source in sources:
+            assert (ROOT / source).exists(), (name, source)
+    # the server command is one the server's parser takes, on 0.0.0.0:8880
+    command = json.loads(re.search(r"^CMD (\[.+\])$", text, re.M).group(1))
+    assert command[:3] == ["python", "-m", "kokoro_ext.serve"], command
+    options, _ = parse_args(command[3:])
+    assert (options.host, options.port) == ("0.0.0.0", 8880)
+    assert re.search(r"^EXPOSE 8880$", text, re.M)
+    # the build the image serves is made by the project's build command
+    assert "python -m kokoro_ext.build" in text and "python -m kokoro_ext.build.fetch" in text
