@@ -320,9 +320,206 @@ def test_page_halves_a_chunk_past_the_frame_limit(browser, build_dir, tmp_path):
         server.close()
     assert len(got) >= 2, [c["text"] for c in got]
     assert " ".join(c["text"] for c in got) == text
-    for chunk in got:
+    for index, chunk in enumerate(got):
         assert chunk["frames"] <= limit
+        # each chunk's noise seeded with its index, as the Synthesizer seeds it
         trace = synthesize_ids(synth._stage, synth.geometry, chunk["ids"],
                                voice_style(synth.voice, len(chunk["ids"]) - 2), synth.limits,
-                               speed=2)  # fmt: skip
+                               speed=2, seed=index)  # fmt: skip
         assert snr_db(trace.audio, np.array(chunk["audio"], np.float32)) >= 40
+
+
+#: Several chunks at the small build's limits: sentences, a clause.
+WORKER_TEXT = "Oh. So old, so slow. No."
+
+# The page's synthesis of `text`, with the main thread's long tasks (PerformanceObserver
+# "longtask": a task of 50 ms or more) while it runs.
+_TIMED = """async (text) => {
+  const long = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) long.push(entry.duration);
+  });
+  observer.observe({ type: "longtask" });
+  const t0 = performance.now();
+  const r = await window.kokoroPage.tts.generate(text, { speed: 2 });
+  const ms = performance.now() - t0;
+  await new Promise((resolve) => setTimeout(resolve, 200));  // the observer's last entries
+  observer.disconnect();
+  return { long, ms, audio: Array.from(r.audio),
+           chunks: r.chunks.map((c) => ({ text: c.text, pause: c.pause, words: c.words })) };
+}"""
+
+
+@pytest.fixture(scope="module")
+def worker_page_runs(browser):
+    """The page's synthesis of WORKER_TEXT with its Web Worker (the page's default) and
+    on its main thread (?worker=0), each in a new tab: audio, chunks, long tasks."""
+    runs = {}
+    for name, query in (("worker", ""), ("main", "?worker=0")):
+        page = browser.open_page("index.html" + query, webgpu=False)
+        try:
+            runs[name] = page.evaluate(_TIMED, WORKER_TEXT)
+            runs[name]["voices"] = page.evaluate("() => window.kokoroPage.tts.listVoices()")
+            runs[name]["kind"] = page.evaluate("() => window.kokoroPage.tts.constructor.name")
+        finally:
+            page.close()
+    return runs
+
+
+def test_worker_speaks_as_the_main_thread(worker_page_runs, browser):
+    """KokoroTTS.load(base, {worker: true}) is the same API: the same chunks and audio to
+    the bit as the page's own synthesis, and the build's voices."""
+    worker, main = worker_page_runs["worker"], worker_page_runs["main"]
+    assert (worker["kind"], main["kind"]) == ("KokoroWorker", "KokoroTTS")
+    assert len(worker["chunks"]) >= 2 and worker["chunks"] == main["chunks"]
+    assert worker["audio"] == main["audio"]
+    assert worker["voices"] == main["voices"] == json.loads((browser.directory / "voices.json").read_text())
+
+
+def test_page_stays_responsive_while_the_worker_speaks(worker_page_runs):
+    """The main thread's longest task while the worker speaks is under 100 ms; the same
+    synthesis on the main thread gives it long tasks (the measure sees them)."""
+    worker, main = worker_page_runs["worker"], worker_page_runs["main"]
+    longest = max(worker["long"], default=0)
+    print(f"longest main-thread task: worker {longest:.0f} ms of {worker['ms']:.0f} ms, "
+          f"main thread {max(main['long'], default=0):.0f} ms of {main['ms']:.0f} ms")
+    assert longest < 100, worker["long"]
+    # the observer sees the main thread's long tasks (measured: 138-344 ms)
+    assert main["long"], "no long task seen on the main thread: the measure is blind"
+
+
+# Text arriving piece by piece (an LLM's reply): the second piece comes only once the
+# first sentence has been spoken (or after a minute, which fails the test).
+_PIECES = """async () => {
+  const tts = window.kokoroPage.tts;
+  let release, releasedBy = null;
+  const gate = new Promise((resolve) => (release = (by) => { releasedBy ??= by; resolve(); }));
+  setTimeout(() => release("timer"), 60000);
+  async function* reply() {
+    yield "O";
+    yield "h. So old, ";
+    await gate;
+    yield "so slow. No.";
+  }
+  const chunks = [];
+  for await (const c of tts.stream(reply(), { speed: 2 })) {
+    chunks.push({ text: c.text, pause: c.pause, audio: Array.from(c.audio), words: c.words });
+    release("chunk");
+  }
+  return { chunks, releasedBy };
+}"""
+
+
+@pytest.mark.parametrize("query", ["", "?worker=0"], ids=["worker", "main-thread"])
+def test_text_arriving_in_pieces_is_spoken_by_sentence(browser, worker_page_runs, query):
+    """An async iterable of text: each sentence is spoken once complete, before the rest
+    has come; the chunks, pauses, seeds and audio are those of the whole text."""
+    page = browser.open_page("index.html" + query, webgpu=False)
+    try:
+        got = page.evaluate(_PIECES)
+    finally:
+        page.close()
+    assert got["releasedBy"] == "chunk"
+    whole = worker_page_runs["main"]
+    assert [c["text"] for c in got["chunks"]] == [c["text"] for c in whole["chunks"]]
+    assert [c["pause"] for c in got["chunks"]] == [c["pause"] for c in whole["chunks"]]
+    # the words' offsets are into the text so far: the whole text's
+    assert [c["words"] for c in got["chunks"]] == [c["words"] for c in whole["chunks"]]
+    gaps = [round(c["pause"] * 24000) for c in got["chunks"]]
+    joined = [x for gap, c in zip(gaps, got["chunks"]) for x in [0.0] * gap + c["audio"]]
+    assert joined == whole["audio"]
+
+
+def _site_copy(build, folder, files_json: bool):
+    """``build`` as another folder of links (the module's build left as it is), with a
+    files.json (kokoro_ext.build.web.package.write_file_list) where asked."""
+    from kokoro_ext.build.web import package
+
+    folder.mkdir()
+    for item in build.iterdir():
+        if item.name != "files.json":
+            (folder / item.name).symlink_to(item.resolve(), target_is_directory=item.is_dir())
+    if files_json:
+        package.write_file_list(folder)
+    return folder
+
+
+_SPEAK = """async () => {
+  const r = await window.kokoroPage.speak("Oh.", { speed: 2, live: false });
+  return { audio: Array.from(r.audio), cache: window.kokoroPage.cache,
+           status: document.getElementById("status").textContent };
+}"""
+
+
+@pytest.mark.parametrize("files_json", [False, True], ids=["manifest", "files-json"])
+def test_second_visit_loads_from_the_cache_offline(browser, tmp_path, files_json):
+    """The page's service worker keeps the build in Cache Storage: a second visit asks
+    the server for the manifest (and the browser for sw.js) only, and with the server
+    stopped the page loads and speaks the same audio from the cache."""
+    from kokoro_ext.tools.browser import StaticServer
+
+    folder = _site_copy(browser.directory, tmp_path / "site", files_json)
+    server = StaticServer(folder)
+    context = browser._browser.new_context()  # one profile: its service worker and caches
+    try:
+        context.set_default_timeout(browser.timeout_ms)
+        page = context.new_page()
+        page.goto(server.url + "index.html")
+        page.wait_for_function("() => window.kokoroPage?.ready")
+        first = page.evaluate(_SPEAK)
+        page.close()
+        assert first["cache"] == "on", first
+        downloaded = set(server.requests)
+        assert {"/text.weights", "/decoder.wasm", "/lexicon-en-us.json"} <= downloaded, downloaded
+
+        server.requests.clear()
+        page = context.new_page()
+        page.goto(server.url + "index.html")
+        page.wait_for_function("() => window.kokoroPage?.ready")
+        second = page.evaluate(_SPEAK)
+        page.close()
+        assert set(server.requests) <= {"/manifest.json", "/sw.js"}, server.requests
+        assert second["audio"] == first["audio"]
+
+        server.close()
+        page = context.new_page()
+        page.goto(server.url + "index.html")
+        page.wait_for_function("() => window.kokoroPage?.ready")
+        offline = page.evaluate(_SPEAK)
+        page.close()
+        assert offline["status"].startswith("WebAssembly on the CPU: ready"), offline["status"]
+        assert offline["audio"] == first["audio"]
+    finally:
+        context.close()
+        server.close()
+
+
+def test_cache_refuses_a_file_not_of_the_manifest(browser, tmp_path):
+    """A stage's weights whose bytes are not the ones the manifest's SHA-256 names are
+    refused (HTTP 502 from the service worker), not cached, and the page says why."""
+    from kokoro_ext.tools.browser import StaticServer
+
+    folder = _site_copy(browser.directory, tmp_path / "site", False)
+    weights = folder / "text.weights"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.unlink()
+    weights.write_bytes(bytes(data))
+    server = StaticServer(folder)
+    context = browser._browser.new_context()
+    try:
+        context.set_default_timeout(browser.timeout_ms)
+        page = context.new_page()
+        page.goto(server.url + "index.html")
+        page.wait_for_function("() => window.kokoroPage?.ready")
+        error = page.evaluate("""async () => {
+          try { await window.kokoroPage.speak("Oh.", { live: false }); return null; }
+          catch (error) { return error.message; }
+        }""")
+        cached = page.evaluate("""async () =>
+          (await (await caches.open("kokoro-tvm-ext")).keys()).map((r) => new URL(r.url).pathname)""")
+    finally:
+        context.close()
+        server.close()
+    assert error is not None and "text.weights: HTTP 502" in error, error
+    assert "/text.weights" not in cached, cached

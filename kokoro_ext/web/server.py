@@ -34,6 +34,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802 - the base's name
+        self.server.requests.append(self.path)
         # a site's root is its page (a folder listing otherwise)
         if self.path == "/" and self.server.index is not None:
             self.send_response(302)
@@ -54,6 +55,9 @@ class StaticServer:
         handler = functools.partial(_Handler, directory=str(directory))
         self.httpd = http.server.ThreadingHTTPServer((host, port), handler)
         self.httpd.index = index
+        #: the paths of the GET requests served so far, in order (what a page downloaded)
+        self.requests: list[str] = []
+        self.httpd.requests = self.requests
         self.url = f"http://{host}:{self.httpd.server_address[1]}/"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

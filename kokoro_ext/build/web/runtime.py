@@ -181,19 +181,9 @@ def npm_file(package: str, sha256: str, member: str, name: str) -> Path:
     target = cache.cache_dir() / "web" / f"{name}-{sha256[:12]}.js"
     if target.is_file():
         return target
-    if shutil.which("npm") is None:
-        raise ToolchainError(f"npm is not on PATH: a browser build ships {package} from npm")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
-        out = subprocess.run(["npm", "pack", package, "--silent"], cwd=tmp,
-                             capture_output=True, text=True)  # fmt: skip
-        tarballs = sorted(Path(tmp).glob("*.tgz"))
-        if out.returncode != 0 or len(tarballs) != 1:
-            raise ToolchainError(f"npm pack {package} failed: {out.stderr.strip()[-500:]}")
-        digest = hashlib.sha256(tarballs[0].read_bytes()).hexdigest()
-        if digest != sha256:
-            raise ToolchainError(f"{package}'s tarball has SHA-256 {digest}, expected {sha256}")
-        with tarfile.open(tarballs[0]) as tar:
+        with tarfile.open(npm_tarball(package, sha256, Path(tmp))) as tar:
             file = tar.extractfile(f"package/{member}")
             if file is None:
                 raise ToolchainError(f"{package} has no {member}")
@@ -201,3 +191,19 @@ def npm_file(package: str, sha256: str, member: str, name: str) -> Path:
             partial.write_bytes(file.read())
             partial.replace(target)
     return target
+
+
+def npm_tarball(package: str, sha256: str, folder: Path) -> Path:
+    """npm's tarball of ``package`` (name@version) in ``folder``, checked against its
+    ``sha256``; ToolchainError if npm is missing, fails or the bytes differ."""
+    if shutil.which("npm") is None:
+        raise ToolchainError(f"npm is not on PATH: {package} comes from npm")
+    out = subprocess.run(["npm", "pack", package, "--silent"], cwd=folder,
+                         capture_output=True, text=True)  # fmt: skip
+    tarballs = sorted(folder.glob("*.tgz"))
+    if out.returncode != 0 or len(tarballs) != 1:
+        raise ToolchainError(f"npm pack {package} failed: {out.stderr.strip()[-500:]}")
+    digest = hashlib.sha256(tarballs[0].read_bytes()).hexdigest()
+    if digest != sha256:
+        raise ToolchainError(f"{package}'s tarball has SHA-256 {digest}, expected {sha256}")
+    return tarballs[0]

@@ -16,14 +16,16 @@ export function voiceStyle(voice, phonemes) {
   return voice.slice(row * STYLE_WIDTH, (row + 1) * STYLE_WIDTH);
 }
 
-/** Frames per token: the text stage's durations divided by `speed`, rounded, at least 1. */
+/** Frames per token: the text stage's durations divided by `speed`, rounded half to
+ * even, at least 1, as kokoro_ext.run.pipeline computes them: the division in float32
+ * (numpy divides a float32 array by a Python float in float32). */
 export function durations(predicted, speed = 1) {
   // numpy's round: half to even
   const roundHalfEven = (x) => {
     const r = Math.round(x);
     return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
   };
-  return Int32Array.from(predicted, (d) => Math.max(roundHalfEven(d / speed), 1));
+  return Int32Array.from(predicted, (d) => Math.max(roundHalfEven(Math.fround(d / speed)), 1));
 }
 
 /** values [C, N] -> [C, frames]: token n's column repeated for its durations[n] frames. */

@@ -903,7 +903,9 @@ function groupWords(tokens) {
     phonemes += (t.phonemes ?? "") + t.whitespace;
     start ??= t.start;
     end = t.end;
-    if (t.whitespace || i === tokens.length - 1 || CLAUSE_END.has((t.phonemes ?? "").at(-1))) {
+    // a token without phonemes ends a word too (Python's `"" in CLAUSE_END`): "seventy-" "nine"
+    const last = (t.phonemes ?? "").at(-1);
+    if (t.whitespace || i === tokens.length - 1 || last === undefined || CLAUSE_END.has(last)) {
       if (text.trim() || phonemes.trim()) words.push({ text, phonemes, start, end });
       text = phonemes = "";
       start = null;
@@ -953,6 +955,18 @@ function saidWords(words, spans, original, vocab) {
   return out.map((w) => ({ text: original.slice(w.start, w.end).trim(), ...w }));
 }
 
+// The words a chunk may end after (chunking.word_groups), each with the stretch of the
+// original text its characters span ([start, end), or start = end = null for added text):
+// what the chunks are cut from (chunking.js).
+function originalGroups(groups, spans) {
+  return groups.map((w) => {
+    const inner = spans.slice(w.start, w.end).filter(([s, e]) => e > s);
+    return { text: w.text, phonemes: w.phonemes,
+             start: inner.length ? Math.min(...inner.map(([s]) => s)) : null,
+             end: inner.length ? Math.max(...inner.map(([, e]) => e)) : null };
+  });
+}
+
 // --- the module's entry ------------------------------------------------------------------
 
 /** Phonemes -> token ids, kokoro's boundary 0 at both ends; symbols outside the vocab
@@ -964,9 +978,10 @@ export function phonemesToIds(phonemes, vocab) {
   return Int32Array.from(ids);
 }
 
-/** Text -> {phonemes, ids, words}.  language: "en-us" or "en-gb"; vocab: the model's
- * (default: config.json's beside this module); base: where the lexicon, phonemizer.js and
- * config.json are (default: this module's folder). */
+/** Text -> {phonemes, ids, words, groups}; groups: the words chunks are cut between
+ * (their text as read and their stretch of the original).  language: "en-us" or "en-gb";
+ * vocab: the model's (default: config.json's beside this module); base: where the
+ * lexicon, phonemizer.js and config.json are (default: this module's folder). */
 export async function phonemize(text, { language = "en-us", vocab = null, base = BASE } = {}) {
   if (language !== "en-us" && language !== "en-gb") throw new Error(`unsupported language ${language}: en-us or en-gb`);
   const british = language === "en-gb";
@@ -980,7 +995,8 @@ export async function phonemize(text, { language = "en-us", vocab = null, base =
   const tokens = await g2p(withFeatures(tokenize(normal.text).map((t) => ({
     ...t, phonemes: null, alias: null, isHead: true, stress: null, currency: null, numFlags: "", prespace: false,
   })), features, (i) => normal.spans[i]?.[0] ?? 0), lexicon, fallback);
-  const words = saidWords(groupWords(tokens), normal.spans, text, vocab);
+  const grouped = groupWords(tokens);
+  const words = saidWords(grouped, normal.spans, text, vocab);
   const phonemes = words.map((w) => w.phonemes).join("").trim();
-  return { phonemes, ids: phonemesToIds(phonemes, vocab), words };
+  return { phonemes, ids: phonemesToIds(phonemes, vocab), words, groups: originalGroups(grouped, normal.spans) };
 }

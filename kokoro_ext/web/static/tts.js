@@ -1,9 +1,11 @@
-// Text to speech in the browser with a `--target webgpu` build: kokoro.js runs the stages,
-// host.js the steps between them, a front end turns text into phonemes (text.js).
+// Text to speech in the browser with a `--target webgpu` or `wasm` build: kokoro.js runs
+// the stages, host.js the steps between them, a front end turns text into phonemes
+// (text.js), chunking.js cuts it into chunks and times the words as the Python runtime
+// does; with `worker: true` all of it runs in a Web Worker (worker.js).
 //
 //   const tts = await KokoroTTS.load("./");
 //   const { audio } = await tts.generate("Hello world.", { voice: "af_heart" });
-//   for await (const chunk of tts.stream(longText)) play(chunk.audio);
+//   for await (const chunk of tts.stream(longText)) play(chunk.audio, chunk.pause);
 //
 // Audio is float32 at 24 kHz.  The build's folder holds the stages, `config.json` (the
 // vocabulary), `voice.npy` (the build's default voice) and `voices/<name>.bin` (the voice
@@ -12,6 +14,10 @@
 import { loadBuild } from "./kokoro.js";
 import { align, durations, sourceNoise, STYLE_WIDTH, voiceStyle } from "./host.js";
 import { phonemesToIds, phonemize as textPhonemize } from "./text.js";
+import { chunkWords, isAbbreviation, PAUSES, piecePhonemes, reportedWords, speakable, splitInTwo,
+  unsaid, wordTimes } from "./chunking.js";
+
+export { chunkWords, PAUSES, splitInTwo, wordTimes };
 
 export const SAMPLE_RATE = 24000;
 const HALF = STYLE_WIDTH / 2;
@@ -30,32 +36,147 @@ function npyFloat32(buffer) {
   return new Float32Array(buffer.slice(start));
 }
 
-/** "af_bella(2)+af_sky(1)" or "af_bella+af_sky" -> [[name, weight]], weights summing to 1. */
+/** Most voices in one blend (voices.MAX_BLEND). */
+export const MAX_BLEND = 16;
+const VOICE_NAME = /^[a-z]{2}_[a-z0-9]+$/;
+// one part of a blend: a name, then optionally a weight in parentheses (voices._PART)
+const PART = /^(?<name>[^()+-]*?)\s*(?:\((?<weight>[^()]*)\))?$/;
+// a number as Python's float() reads one (digits may be grouped by _), not inf or nan
+const DECIMAL = /^[+-]?(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?:[eE][+-]?\d(?:_?\d)*)?$/;
+const LANGUAGE_NAMES = { a: "American English", b: "British English", e: "Spanish", f: "French",
+  h: "Hindi", i: "Italian", j: "Japanese", p: "Brazilian Portuguese", z: "Mandarin Chinese" };
+
+/** A voice name's language code (its first letter, for <code><f|m>_name), or null. */
+function voiceLanguage(name) {
+  if (name.length < 3 || name[2] !== "_" || !"fm".includes(name[1])) return null;
+  return Object.hasOwn(LANGUAGE_NAMES, name[0].toLowerCase()) ? name[0].toLowerCase() : null;
+}
+
+/** Math.fsum's exactly rounded sum (Shewchuk's partials). */
+function fsum(values) {
+  const partials = [];
+  for (let x of values) {
+    let i = 0;
+    for (let y of partials) {
+      if (Math.abs(x) < Math.abs(y)) [x, y] = [y, x];
+      const high = x + y, low = y - (high - x);
+      if (low) partials[i++] = low;
+      x = high;
+    }
+    partials.length = i;
+    partials.push(x);
+  }
+  let n = partials.length, high = 0;
+  if (n) {
+    high = partials[--n];
+    let low = 0;
+    while (n > 0) {
+      const x = high, y = partials[--n];
+      high = x + y;
+      low = y - (high - x);
+      if (low) break;
+    }
+    // half-way cases: round as the partials below say
+    if (n > 0 && ((low < 0 && partials[n - 1] < 0) || (low > 0 && partials[n - 1] > 0))) {
+      const y = low * 2, x = high + y;
+      if (y === x - high) high = x;
+    }
+  }
+  return high;
+}
+
+/** `spec` cut at each + and - outside parentheses: [sign, text] of each part (voices._terms). */
+function terms(spec) {
+  const out = [];
+  let sign = 1, start = 0, depth = 0;
+  for (let i = 0; i < spec.length; i++) { // the marks are ASCII: UTF-16 indices do
+    const char = spec[i];
+    if (char === "(") depth += 1;
+    else if (char === ")") depth = Math.max(depth - 1, 0);
+    else if ((char === "+" || char === "-") && depth === 0) {
+      out.push([sign, spec.slice(start, i)]);
+      [sign, start] = [char === "+" ? 1 : -1, i + 1];
+    }
+  }
+  out.push([sign, spec.slice(start)]);
+  return out;
+}
+
+/** "af_bella(2)+af_sky(1)", "af_bella+af_sky", "af_bella-af_sky" or "af_heart" -> [[name,
+ * weight]] as kokoro_ext.run.voices.parse_blend reads it (Kokoro-FastAPI's syntax): the
+ * weights divided by their sum, a voice after - subtracted (its weight negative); an Error
+ * for an empty or unreadable part, a name that is not a voice name, a weight that is not
+ * a positive number, more than MAX_BLEND voices, or voices of different languages. */
 export function parseBlend(spec) {
-  const parts = spec.split("+").map((part) => {
-    const match = /^\s*([a-z]{2}_[a-z0-9]+)\s*(?:\(\s*([0-9.]+)\s*\))?\s*$/.exec(part);
-    if (!match) throw new Error(`voice ${JSON.stringify(part)} is not a name like af_heart or af_bella(2)`);
-    const weight = match[2] === undefined ? 1 : Number(match[2]);
-    if (!(weight > 0) || !Number.isFinite(weight)) throw new Error(`voice weight ${match[2]} must be > 0`);
-    return [match[1], weight];
+  const show = (value) => JSON.stringify(value);
+  const pieces = terms(spec);
+  if (pieces.length > MAX_BLEND) throw new Error(`voice blend ${show(spec)} has ${pieces.length} voices; at most ${MAX_BLEND}`);
+  const found = pieces.map(([sign, piece]) => {
+    const match = PART.exec(piece.trim());
+    if (match === null || !match.groups.name) {
+      const what = piece.trim() ? `the part ${show(piece.trim())}` : "an empty part";
+      throw new Error(`cannot read ${what} of voice blend ${show(spec)}: write voices as ` +
+        "af_bella+af_sky, with weights as af_bella(2)+af_sky(1), or subtract one as af_bella-af_sky");
+    }
+    const { name, weight: text } = match.groups;
+    const weight = text === undefined ? 1
+      : DECIMAL.test(text.trim()) ? Number(text.trim().replaceAll("_", "")) : NaN;
+    if (!(Number.isFinite(weight) && weight > 0)) {
+      throw new Error(`the weight of ${show(name)} in voice blend ${show(spec)} must be a positive number, got ${show(text.trim())}`);
+    }
+    if (!VOICE_NAME.test(name)) {
+      throw new Error(`unknown voice ${show(name)}: a voice is named like af_heart` +
+        (pieces.length > 1 ? ` (in the voice blend ${show(spec)})` : ""));
+    }
+    return [name, weight, sign];
   });
-  const total = parts.reduce((sum, [, w]) => sum + w, 0);
-  return parts.map(([name, w]) => [name, w / total]);
+  let first = null;
+  for (const [name] of found) {
+    const code = voiceLanguage(name);
+    if (code === null) continue;
+    if (first === null) first = [name, code];
+    else if (code !== first[1]) {
+      throw new Error(`voice blend ${show(spec)} mixes languages: ${first[0]} is ` +
+        `${LANGUAGE_NAMES[first[1]]}, ${name} is ${LANGUAGE_NAMES[code]}; the language picks ` +
+        "how the text is read, so a blend's voices must share it");
+    }
+  }
+  // scaled by the largest first: sums stay finite
+  const top = Math.max(...found.map(([, weight]) => weight));
+  const total = fsum(found.map(([, weight]) => weight / top));
+  return found.map(([name, weight, sign]) => [name, sign * weight / top / total]);
+}
+
+/** The weighted sum of [pack, weight] pairs, summed in float64 and rounded once
+ * (voices.mix); a single voice's pack as it is. */
+export function mixVoices(parts) {
+  if (parts.length === 1) return parts[0][0];
+  const total = new Float64Array(parts[0][0].length);
+  for (const [pack, weight] of parts) pack.forEach((v, i) => (total[i] += v * weight));
+  return Float32Array.from(total);
 }
 
 export class KokoroTTS {
+  #packs = new Map(); // voice spec -> Promise of its pack
+
   constructor(build, config, phonemize) {
-    Object.assign(this, { build, config, phonemize, voices: new Map() });
+    Object.assign(this, { build, config, phonemize });
     const { limits, geometry } = build.manifest;
-    Object.assign(this, { limits, geometry });
+    Object.assign(this, { limits, geometry, device: build.device });
   }
 
   /**
    * Load the build at `base` (a folder's URL, or a list of them in order of preference,
    * e.g. ["./", "../wasm/"]: kokoro.js's loadBuild).  `phonemize(text, {language, vocab, base})` ->
-   * {words: [{text, phonemes, start, end}]} is the front end (default: text.js's).
+   * {words, groups} is the front end (default: text.js's).  `worker: true`: the synthesis
+   * in a Web Worker (worker.js), behind the same methods (a KokoroWorker); `tvmjs` is the
+   * URL of tvmjs.js it loads (default: the one beside this module, else a build's).
    */
-  static async load(base = "./", { log = () => {}, phonemize = textPhonemize } = {}) {
+  static async load(base = "./", { log = () => {}, phonemize = textPhonemize, worker = false, tvmjs } = {}) {
+    if (worker) {
+      if (phonemize !== textPhonemize) throw new Error("a worker runs text.js's front end: no phonemize option");
+      return KokoroWorker.start(base, { tvmjs });
+    }
     const build = await loadBuild(base, { log }); // a list: the first build that runs here
     const response = await fetch(new URL("config.json", build.base));
     if (!response.ok) throw new Error(`config.json: HTTP ${response.status}`);
@@ -68,11 +189,30 @@ export class KokoroTTS {
     return response.arrayBuffer();
   }
 
+  /** The builds loadBuild passed over, and why ([{base, reason}]). */
+  get skipped() {
+    return this.build.skipped;
+  }
+
+  /** The WebGPU adapter's {vendor, architecture}, or null (a wasm build). */
+  get adapterInfo() {
+    const info = this.build.gpu?.adapterInfo;
+    return info ? { vendor: info.vendor, architecture: info.architecture } : null;
+  }
+
   /** The voice pack (Float32Array [510 x 256]) of a name, a blend, or the build's own. */
   async voice(spec) {
     const key = spec ?? "";
-    if (!this.voices.has(key)) this.voices.set(key, this.#loadVoice(spec));
-    return this.voices.get(key);
+    if (!this.#packs.has(key)) this.#packs.set(key, this.#loadVoice(spec));
+    return this.#packs.get(key);
+  }
+
+  /** The names of the voices the build ships (`voices.json`; [] for a build without). */
+  async listVoices() {
+    const response = await fetch(new URL("voices.json", this.build.base));
+    if (response.status === 404) return [];
+    if (!response.ok) throw new Error(`voices.json: HTTP ${response.status}`);
+    return response.json();
   }
 
   async #loadVoice(spec) {
@@ -85,9 +225,7 @@ export class KokoroTTS {
         weight,
       ]),
     );
-    const mixed = new Float32Array(parts[0][0].length);
-    for (const [pack, weight] of parts) pack.forEach((v, i) => (mixed[i] += weight * v));
-    return mixed;
+    return mixVoices(parts);
   }
 
   /** Token ids (with boundary 0s) -> {audio, durations, frames}: the four stages, in order. */
@@ -151,49 +289,217 @@ export class KokoroTTS {
   }
 
   /**
-   * Each chunk of `text` as it is spoken: {text, phonemes, ids, words, audio, durations}.
-   * A chunk is a sentence (split at words where it needs more tokens or frames than a
-   * call takes: the build's limits);
-   * words: [{text, start, end, startTime, endTime}], offsets into `text`, times in s.
+   * Each chunk of `text` as it is spoken: {text, phonemes, ids, words, audio, durations,
+   * frames, pause}.  Chunks are the Python Synthesizer's: sentences, packed evenly within
+   * the build's token limit, a chunk past its frame limit halved between words; each
+   * chunk's seed is `seed` plus its index, and `pause` the seconds of silence before it
+   * (after a sentence 0.3, a clause 0.15, ...; 0 before the first).
+   * words: [{text, start, end, startTime, endTime}], offsets into `text`, times in
+   * seconds of the chunk's audio.
+   * `text` may also be an async iterable of strings (an LLM's reply as it comes): each
+   * sentence is spoken once it is complete (its end mark and the space after it have
+   * come: sentenceEnd), the rest when the iterable ends; offsets are into the text so far.
    */
   async *stream(text, { voice, speed = 1, seed = 0, language } = {}) {
     language ??= languageOf(voice);
+    const said = { index: 0, previous: null, offset: 0 }; // across a stream's pieces
+    if (typeof text === "string") {
+      yield* this.#speak(text, { voice, speed, seed, language }, said);
+    } else {
+      let pending = "";
+      for await (const piece of text) {
+        pending += piece;
+        const cut = sentenceEnd(pending);
+        if (cut === 0) continue;
+        yield* this.#speak(pending.slice(0, cut), { voice, speed, seed, language }, said);
+        said.offset += cut;
+        pending = pending.slice(cut);
+      }
+      if (pending.trim()) yield* this.#speak(pending, { voice, speed, seed, language }, said);
+    }
+    if (said.index === 0) {
+      throw new Error(`nothing to say in ${typeof text === "string" ? JSON.stringify(text.slice(0, 60)) : "the text"}: ` +
+        "it has no words, only punctuation or symbols without a pronunciation");
+    }
+  }
+
+  async *#speak(text, { voice, speed, seed, language }, said) {
+    if (!text.trim()) return;
     const vocab = this.config.vocab;
-    const { words } = await this.phonemize(text, { language, vocab, base: this.build.base });
-    const pending = chunkWords(words, this.limits.tokens - 2, vocab);
+    // the words chunks are cut between (a front end without them: its words)
+    const { groups, words } = await this.phonemize(text, { language, vocab, base: this.build.base });
+    const pending = chunkWords(groups ?? words, this.limits.tokens - 2, text);
+    const reported = reportedWords(text);
+    const secondsPerFrame = this.geometry.samples_per_frame / SAMPLE_RATE;
+    const shift = (at) => (at === null || at === undefined ? at : at + said.offset);
     while (pending.length) {
-      const chunk = pending.shift();
-      const phonemes = chunk.map((w) => w.phonemes).join("").trim();
-      const ids = phonemesToIds(phonemes, vocab);
-      if (ids.length <= 2) continue;
-      let spoken;
-      try {
-        spoken = await this.synthesizeIds(ids, { voice, speed, seed });
-      } catch (error) {
-        // more frames than a call takes: its halves, between words, as Python's halve does
-        if (!(error instanceof FrameLimitError) || chunk.length < 2) throw error;
-        pending.unshift(...splitInTwo(chunk, vocab));
+      const piece = pending.shift();
+      if (!speakable(piece, vocab)) {
+        unsaid(reported, piece.words);
         continue;
       }
+      const phonemes = piecePhonemes(piece);
+      const ids = phonemesToIds(phonemes, vocab);
+      let spoken;
+      try {
+        spoken = await this.synthesizeIds(ids, { voice, speed, seed: seed + said.index });
+      } catch (error) {
+        // more frames than a call takes: its halves, as the Python side halves it
+        const halves = error instanceof FrameLimitError ? splitInTwo(piece) : null;
+        if (halves === null) throw error;
+        pending.unshift(...halves);
+        continue;
+      }
+      const pause = said.previous === null ? 0 : PAUSES[said.previous];
+      said.previous = piece.end;
+      said.index += 1;
+      const timed = wordTimes(piece.words, spoken.durations, vocab, secondsPerFrame, reported);
       yield {
-        text: text.slice(chunk[0].start, chunk.at(-1).end),
+        text: piece.words.map((w) => w.text).join("").trim(),
         phonemes,
         ids,
-        words: wordTimes(chunk, spoken.durations, vocab, this.geometry.samples_per_frame / SAMPLE_RATE),
+        words: timed.map((w) => ({ ...w, start: shift(w.start), end: shift(w.end) })),
+        pause,
         ...spoken,
       };
     }
   }
 
-  /** The whole of `text`: {audio, chunks}. */
+  /** The whole of `text`: {audio, chunks}, the chunks' audio joined with their pauses. */
   async generate(text, options = {}) {
     const chunks = [];
     for await (const chunk of this.stream(text, options)) chunks.push(chunk);
-    const audio = new Float32Array(chunks.reduce((n, c) => n + c.audio.length, 0));
-    let at = 0;
-    for (const chunk of chunks) audio.set(chunk.audio, (at += chunk.audio.length) - chunk.audio.length);
-    return { audio, chunks };
+    return { audio: joinChunks(chunks), chunks };
   }
+}
+
+/** Where a text that is still arriving has its complete sentences: the offset after the
+ * last sentence end (. ! ? or …, closing quotes, then whitespace; not after "Dr." or a
+ * single letter) or line break and the whitespace after it; 0 if none yet. */
+export function sentenceEnd(text) {
+  let cut = 0;
+  for (const match of text.matchAll(/[.!?…]+[)"'”’\]]*\s+|\n\s*/gu)) {
+    const before = text.slice(0, match.index + 1);
+    if (match[0][0] === "." && isAbbreviation(before)) continue;
+    cut = match.index + match[0].length;
+  }
+  return cut;
+}
+
+/** The synthesis of a KokoroTTS in a Web Worker (worker.js), behind the same methods:
+ * `KokoroTTS.load(base, { worker: true })`.  The main thread posts messages and gets each
+ * chunk's audio as a transferred Float32Array. */
+export class KokoroWorker {
+  #worker;
+  #next = 0;
+  #pending = new Map(); // id -> {resolve, reject} of a call, or a stream's {push}
+
+  constructor(worker) {
+    this.#worker = worker;
+    worker.onmessage = ({ data }) => this.#pending.get(data.id)?.(data);
+    worker.onerror = (event) => {
+      const error = new Error(`the worker failed: ${event.message ?? event}`);
+      for (const settle of this.#pending.values()) settle({ error: error.message });
+    };
+  }
+
+  /** A worker with the build at `base` loaded (KokoroTTS.load's `base`). */
+  static async start(base = "./", { tvmjs } = {}) {
+    const here = globalThis.location?.href;
+    const bases = (Array.isArray(base) ? base : [base]).map((b) => new URL(b, here).href);
+    const worker = new KokoroWorker(new Worker(new URL("./worker.js", import.meta.url)));
+    // tvmjs: the one given, else the one beside this module (a build's folder), else a build's
+    const scripts = tvmjs ? [new URL(tvmjs, here).href]
+      : [...new Set([new URL("tvmjs.js", import.meta.url).href, ...bases.map((b) => new URL("tvmjs.js", b).href)])];
+    const loaded = await worker.#call({ op: "load", base: Array.isArray(base) ? bases : bases[0],
+      tvmjs: scripts });
+    // the builds passed over, named as the caller named them
+    const named = new Map(bases.map((b, i) => [b, Array.isArray(base) ? base[i] : base]));
+    const skipped = loaded.skipped.map((s) => ({ ...s, base: named.get(s.base) ?? s.base }));
+    Object.assign(worker, loaded, { skipped, base: new URL(loaded.base) });
+    return worker;
+  }
+
+  #call(message) {
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, (data) => {
+        this.#pending.delete(id);
+        if ("error" in data) reject(new Error(data.error));
+        else resolve(data.result);
+      });
+      this.#worker.postMessage({ id, ...message });
+    });
+  }
+
+  /** The voices the build ships, by name. */
+  listVoices() {
+    return this.#call({ op: "voices" });
+  }
+
+  /** As KokoroTTS.stream: each chunk as the worker has it; `text` a string or an async
+   * iterable of strings, whose pieces are posted to the worker as they come. */
+  async *stream(text, options = {}) {
+    const id = this.#next++;
+    const queue = [];
+    let wake = null;
+    this.#pending.set(id, (data) => {
+      queue.push(data);
+      wake?.();
+    });
+    const pieces = typeof text === "string" ? null : text;
+    this.#worker.postMessage({ id, op: "stream", text: pieces ? undefined : text, options });
+    let finished = false, feeding = null;
+    if (pieces) {
+      feeding = (async () => {
+        for await (const piece of pieces) {
+          if (finished) return;
+          this.#worker.postMessage({ id, op: "piece", text: String(piece) });
+        }
+        this.#worker.postMessage({ id, op: "end" });
+      })().catch((error) => queue.push({ error: `the text failed: ${error.message ?? error}` }));
+    }
+    try {
+      for (;;) {
+        while (queue.length) {
+          const data = queue.shift();
+          if ("error" in data) throw new Error(data.error);
+          if (data.done) return;
+          yield data.chunk;
+        }
+        await new Promise((resolve) => (wake = resolve));
+      }
+    } finally {
+      finished = true;
+      this.#pending.delete(id);
+      this.#worker.postMessage({ id, op: "cancel" });
+      await feeding;
+    }
+  }
+
+  /** As KokoroTTS.generate. */
+  async generate(text, options = {}) {
+    const chunks = [];
+    for await (const chunk of this.stream(text, options)) chunks.push(chunk);
+    return { audio: joinChunks(chunks), chunks };
+  }
+
+  /** Stop the worker. */
+  terminate() {
+    this.#worker.terminate();
+  }
+}
+
+/** The chunks' audio, each after its pause's silence (synthesizer.join). */
+export function joinChunks(chunks) {
+  const gaps = chunks.map((c) => Math.round(c.pause * SAMPLE_RATE));
+  const audio = new Float32Array(chunks.reduce((n, c, i) => n + gaps[i] + c.audio.length, 0));
+  let at = 0;
+  chunks.forEach((c, i) => {
+    audio.set(c.audio, (at += gaps[i]));
+    at += c.audio.length;
+  });
+  return audio;
 }
 
 /** A chunk's audio would take more frames than a call of the build takes. */
@@ -202,70 +508,6 @@ export class FrameLimitError extends Error {
     super(`${frames} frames: a call takes at most ${limit}; split the text`);
     Object.assign(this, { frames, limit });
   }
-}
-
-/** Words -> two chunks, cut at the word boundary nearest the middle by tokens. */
-export function splitInTwo(words, vocab) {
-  const size = (ws) => phonemesToIds(ws.map((w) => w.phonemes).join("").trim(), vocab).length - 2;
-  const total = size(words);
-  let cut = 1;
-  for (let c = 2; c < words.length; c++) {
-    if (Math.abs(2 * size(words.slice(0, c)) - total) < Math.abs(2 * size(words.slice(0, cut)) - total)) cut = c;
-  }
-  return [words.slice(0, cut), words.slice(cut)];
-}
-
-/** A sentence ends in a word whose phonemes end in . ! or ? (closing quotes aside). */
-const SENTENCE_END = /[.!?][\]"”»)]*\s*$/;
-
-/** Words -> chunks of at most `maxTokens` tokens: a sentence each (the first audio comes
- * after the first sentence), a sentence too long split between words. */
-export function chunkWords(words, maxTokens, vocab) {
-  const tokens = (ws) => phonemesToIds(ws.map((w) => w.phonemes).join("").trim(), vocab).length - 2;
-  const chunks = [];
-  let sentence = [];
-  const flush = () => {
-    let chunk = [];
-    for (const word of sentence) {
-      if (chunk.length && tokens([...chunk, word]) > maxTokens) chunks.push(chunk), (chunk = []);
-      if (tokens([word]) > maxTokens) {
-        throw new Error(`"${word.text}" alone needs ${tokens([word])} tokens, more than a call takes (${maxTokens})`);
-      }
-      chunk.push(word);
-    }
-    if (chunk.length) chunks.push(chunk);
-    sentence = [];
-  };
-  for (const word of words) {
-    sentence.push(word);
-    if (SENTENCE_END.test(word.phonemes)) flush();
-  }
-  flush();
-  return chunks;
-}
-
-/** Each word's time in its chunk's audio, from the durations of its tokens. */
-function wordTimes(words, frameCounts, vocab, secondsPerFrame) {
-  let token = 1; // after the leading boundary token
-  let frame = frameCounts[0];
-  const out = [];
-  words.forEach((word, i) => {
-    // the chunk's phonemes are its words' joined and trimmed: the first word's leading
-    // and the last word's trailing spaces are not tokens
-    let said = word.phonemes;
-    if (i === 0) said = said.trimStart();
-    if (i === words.length - 1) said = said.trimEnd();
-    const own = phonemesToIds(said, vocab).length - 2;
-    const spaces = phonemesToIds(said.match(/\s*$/)[0], vocab).length - 2;
-    const start = frame;
-    for (let k = 0; k < own; k++) {
-      frame += frameCounts[token + k];
-      if (k === own - spaces - 1) out.push({ ...word, startTime: start * secondsPerFrame, endTime: frame * secondsPerFrame });
-    }
-    if (own - spaces <= 0) out.push({ ...word, startTime: start * secondsPerFrame, endTime: start * secondsPerFrame });
-    token += own;
-  });
-  return out;
 }
 
 /** [rows, cols] -> [cols, rows]. */
