@@ -10,14 +10,15 @@ the compiler take that object and ask it, never the text again:
             data (kokoro_ext.build.target.PRESETS)
   wasm      WasmTarget (backend.browser)            backend/cpu/pipeline.py, VM storage
   webgpu    WebGpuTarget (backend.browser)          backend/gpu/pipeline.py, WGSL
-  cuda      CudaTarget (backend.cuda), presets      backend/gpu/pipeline.py
-            cuda-sm80 ... cuda-sm90
+  cuda      CudaTarget (backend.cuda), presets      backend/gpu/pipeline.py (cuDNN where
+            cuda-sm80 ... cuda-sm90, -cudnn         the target's libs name it)
 
 A kind is one class: its TVM target, its Relax pipeline (``pipeline``, ``compile``), its
 codegen and packing hooks (``codegen``, ``fcompile``, ``fpack_imports``), its library
 suffix, its weights' wire format and what else of the build's options it takes
-(``options``: anything else is refused by name, ``choose``), and what the manifest
-records of it (``target``, ``requires``, ``max_frames``, ``cpu_features``).  Registered
+(``options``: anything else is refused by name, ``choose``), what it writes beside the
+stages (``add_files``, ``add_libraries``) and what the manifest records of it
+(``target``, ``requires``, ``max_frames``, ``cpu_features``).  Registered
 (``register``), it is found by its words (``named``) and by TVM targets it ``claim``s.
 """
 
