@@ -429,7 +429,7 @@ def word_start_errors(synth, text, said, phonemes, trace, aligner) -> list[float
     from kokoro_ext.text import Word
 
     # the Words of the phonemes synthesize_phonemes got (Synthesizer.phonemize's join)
-    front, spoken_words = synth._g2p(), []
+    front, spoken_words = synth._pipeline(), []
     for part in front.sentences(text):
         found = front.words(part)
         if found:

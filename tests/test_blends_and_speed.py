@@ -54,7 +54,7 @@ def test_a_blend_reads_the_text_in_its_voices_language(synth, voices):
     assert synth._pipeline("af_one+af_two").code == "a"
     assert synth._pipeline("bf_three(3)+bf_x").code == "b"
     assert synth._pipeline(NamedVoice(voices[0], "ef_x", "e")).code == "e"
-    assert synth._g2p(NamedVoice(voices[0], "xx_custom", None)).code == "a"  # the default
+    assert synth._pipeline(NamedVoice(voices[0], "xx_custom", None)).code == "a"  # the default
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_at_the_fastest_every_token_keeps_a_frame(synth):
 
 
 def test_at_the_slowest_chunks_are_halved_to_fit_the_frame_limit(synth):
-    words = synth._g2p().words(TEXT)
+    words = synth._pipeline().words(TEXT)
     pieces = pack(words, synth.chunk_limit)
     slow = list(synth.stream(TEXT, speed=0.25))
     assert len(slow) > len(list(synth.stream(TEXT, speed=0.5))) > len(pieces)

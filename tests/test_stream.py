@@ -90,7 +90,7 @@ def test_first_chunks_of_100k_characters_come_before_the_rest_is_phonemized(synt
     text = _document(100_000)
     assert len(text) == 100_000
     calls = []
-    g2p = synth._g2p()
+    g2p = synth._pipeline().g2p  # the G2P pass the pipeline calls
     original = g2p.words
     monkeypatch.setattr(g2p, "words", lambda t: calls.append(t) or original(t))
     stream = synth.stream(text, seed=0)
@@ -106,7 +106,7 @@ def test_first_chunks_of_100k_characters_come_before_the_rest_is_phonemized(synt
 def test_a_chunk_too_long_for_the_frame_limit_is_halved(synth):
     # at half speed every token lasts twice as long: full chunks overflow 48 frames
     text = "Nevertheless, the river kept on running quietly."
-    words = synth._g2p().words(text)
+    words = synth._pipeline().words(text)
     pieces = pack(words, synth.chunk_limit)
     chunks = list(synth.stream(text, speed=0.5))
     assert len(chunks) > len(pieces)
@@ -136,7 +136,7 @@ def test_chunk_limit_as_a_number_and_as_a_function_of_the_chunk_index(synth, chu
     got = list(synth.stream(text, chunk_limit=limit))
     assert len(got[0].phonemes) <= 4
     assert all(len(c.phonemes) <= synth.chunk_limit for c in got)
-    words = synth._g2p().words(text)
+    words = synth._pipeline().words(text)
     first = next(n for n in range(1, len(words) + 1)
                  if "".join(w.phonemes for w in words[:n]).strip() == got[0].phonemes)
     rest = pack_evenly(words[first:], synth.chunk_limit)
@@ -153,12 +153,12 @@ def test_a_first_chunk_cut_short_ends_at_its_sentences_first_clause(synth):
     first = min(12, synth.chunk_limit - 1)
     got = list(synth.stream(text, chunk_limit=lambda i: first if i == 0 else 100))
     assert got[0].text == "Sure," and got[0].phonemes == "ʃˈʊɹ,"
-    words = synth._g2p().words(text)
+    words = synth._pipeline().words(text)
     assert [c.phonemes for c in got[1:]] == [p.phonemes for p in pack_evenly(words[1:], synth.chunk_limit)]
     # a first clause the limit does not take: cut where the limit falls (pack_evenly)
     late = "Turn left at the next light, then keep straight."
     got = list(synth.stream(late, chunk_limit=lambda i: first if i == 0 else 100))
-    assert got[0].phonemes == pack_evenly(synth._g2p().words(late), first)[0].phonemes
+    assert got[0].phonemes == pack_evenly(synth._pipeline().words(late), first)[0].phonemes
     assert not got[0].text.endswith(",")
     # at the build's limit (no first chunk cut short) the sentence is packed evenly
     assert [c.phonemes for c in synth.stream(text)] == [
