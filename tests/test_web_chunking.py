@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import text_corpus
-from kokoro_ext.build.gpu_target import STATIC
+from kokoro_ext.build.backend.browser import STATIC
 from kokoro_ext.run.errors import BadBlend, UnknownVoice
 from kokoro_ext.run.synthesizer import SILENT_SYMBOLS
 from kokoro_ext.run.timestamps import times
@@ -145,7 +145,7 @@ def phonemized(tmp_path_factory):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for t, lang in items:
-            phonemes = fronts[lang].front.phonemize(t, markdown=False)
+            phonemes = fronts[lang].phonemize(t, markdown=False)
             for limit in LIMITS:
                 chunks = fronts[lang].run(t, markdown=False, chunking=Chunking(
                     limit, limit, vocab=VOCAB, silent=SILENT_SYMBOLS)).chunks  # fmt: skip

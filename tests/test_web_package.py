@@ -20,7 +20,7 @@ import tarfile
 import pytest
 
 import kokoro_ext
-from kokoro_ext.build import gpu_target
+from kokoro_ext.build.backend import browser
 from kokoro_ext.build.web import package
 
 _missing = [tool for tool in ("node", "npm") if not shutil.which(tool)]
@@ -83,7 +83,7 @@ def test_version_is_the_python_packages():
 
 def test_builds_copy_the_package_folder():
     """One copy: the folder builds copy beside their stages is the package's."""
-    assert gpu_target.STATIC == package.FOLDER
+    assert browser.STATIC == package.FOLDER
     assert {"tts.js", "kokoro.js", "text.js", "host.js", "index.d.ts", "package.json"} <= {
         p.name for p in package.FOLDER.iterdir()
     }
