@@ -306,7 +306,7 @@ def _host_transforms(artifacts: Path, out: Path, log=print) -> None:
     import numpy as np
 
     from kokoro_ext.build.compiler import compile_host_transform
-    from kokoro_ext.build.gpu_target import gpu_target
+    from kokoro_ext.build.backend import CpuTarget, resolve
     from kokoro_ext.build.model import build_model
     from kokoro_ext.build.stages import STAGES
     from kokoro_ext.run import artifacts as files
@@ -314,8 +314,8 @@ def _host_transforms(artifacts: Path, out: Path, log=print) -> None:
     from kokoro_ext.run.weights import load_weights
 
     manifest = files.read_manifest(artifacts)
-    gpu = gpu_target(dict(manifest.target))
-    if gpu is None:
+    gpu = resolve(dict(manifest.target))
+    if isinstance(gpu, CpuTarget):
         return
     if not gpu.is_cuda:
         raise SystemExit(f"{artifacts} is a {gpu.name} build: a bundle is for a CUDA or CPU one")

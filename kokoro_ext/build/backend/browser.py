@@ -58,8 +58,8 @@ class InBrowser:
     def add_files(self, directory: Path) -> None:
         """tvmjs, the page and its modules (kokoro_ext/web/static), and the fetched voice
         packs (``voices/<name>.bin``, listed in ``voices.json``), so that the folder works
-        from any static host."""
-        from kokoro_ext.build.web import runtime, text
+        from any static host, and ``files.json`` (kokoro_ext.build.web.package)."""
+        from kokoro_ext.build.web import package, runtime, text
         from kokoro_ext.run import cache
         from kokoro_ext.run.voices import list_voices
 
@@ -75,6 +75,8 @@ class InBrowser:
             voice = f"{name}.bin"
             shutil.copyfile(cache.voices_dir() / voice, directory / "voices" / voice)
         (directory / "voices.json").write_text(json.dumps(names))
+        # the SHA-256 of every file the manifest does not list, for the page's cache (sw.js)
+        package.write_file_list(directory)
 
 
 @dataclass(frozen=True)

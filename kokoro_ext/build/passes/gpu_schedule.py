@@ -1,5 +1,5 @@
-"""GPU schedules: the rules kokoro_ext.build.gpu_pipeline applies, in order, and the check
-that none of the stage's PrimFuncs was left without one.
+"""GPU schedules: the rules kokoro_ext.build.backend.gpu.pipeline applies, in order, and
+the check that none of the stage's PrimFuncs was left without one.
 
 ``GPU_RULES``: ours first where dlight's rules do not serve Kokoro's functions
 (``Convolution``), then dlight's GPU rules in the order of TVM's CUDA pipeline.
