@@ -18,8 +18,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from kokoro_ext.build import cudnn
-from kokoro_ext.build.backend import CUDA_TARGETS
-from kokoro_ext.build.backend import resolve
+from kokoro_ext.build.backend import CUDA_TARGETS, resolve
 from kokoro_ext.build.backend.gpu import pipeline as gpu_pipeline
 from kokoro_ext.build.passes.dispatch import DispatchNativeKernels, cudnn_kernels
 from kokoro_ext.run import cuda as run_cuda
@@ -81,6 +80,17 @@ def test_the_gpu_pipeline_dispatches_only_where_the_target_names_cudnn():
         with target:
             mod = tvm.transform.Sequential(gpu_pipeline.library_dispatch_passes(target))(Conv)
         assert ("kokoro_ext.cudnn.conv1d" in mod.script()) == dispatched
+
+
+def test_a_json_cuda_target_is_a_preset_or_refused():
+    # the host may be left out; a target the presets do not build is refused, not swapped
+    assert resolve('{"kind": "cuda", "arch": "sm_90", "libs": ["cudnn"]}') is CUDA_TARGETS["cuda-sm90-cudnn"]
+    assert resolve('{"kind": "cuda", "arch": "sm_86"}') is CUDA_TARGETS["cuda-sm86"]
+    assert resolve('{"kind": "cuda"}') is CUDA_TARGETS["cuda"]
+    with pytest.raises(ValueError, match=r"no CUDA target builds .*sm_75.*cuda-sm90-cudnn"):
+        resolve('{"kind": "cuda", "arch": "sm_75"}')
+    with pytest.raises(ValueError, match="no CUDA target builds"):
+        resolve('{"kind": "cuda", "arch": "sm_90", "libs": ["cublas"]}')
 
 
 def test_the_whole_gpu_pipeline_schedules_what_is_left():

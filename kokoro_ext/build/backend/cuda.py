@@ -8,6 +8,7 @@ runtime loads (kokoro_ext.run.cuda).  ``cuda`` holds SASS for every architecture
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -33,11 +34,27 @@ class CudaTarget(GpuTarget):
     @classmethod
     def claim(cls, target: Mapping[str, Any], text: str, host=None) -> CudaTarget | None:
         """The entry whose TVM target it is (``cuda`` before ``cuda-sm80``, whose targets
-        are the same: a build names its entry by the word), else the plain ``cuda``."""
+        are the same: a build names its entry by the word), its host optional; the plain
+        ``cuda`` for a target that names neither an architecture nor libraries.  Any other
+        is refused (ValueError naming the presets): an entry of other machine code or
+        without the libraries asked for would be a silent substitute."""
         if target.get("kind") != "cuda":
             return None
         same = [t for t in CUDA_TARGETS.values() if dict(t.target) == dict(target)]
-        return same[0] if same else CUDA
+        if same:
+            return same[0]
+        given = {k: v for k, v in target.items() if k != "host"}
+        alike = [t for t in CUDA_TARGETS.values()
+                 if {k: v for k, v in t.target.items() if k != "host"} == given]  # fmt: skip
+        if alike:
+            return alike[0]
+        if "arch" not in target and "libs" not in target:
+            return CUDA
+        raise ValueError(
+            f"--target {text!r}: no CUDA target builds {json.dumps(given, sort_keys=True)}; "
+            f"the CUDA targets are {', '.join(CUDA_TARGETS)} (a JSON target must be one of "
+            "theirs: an arch of " + ", ".join(CUDA_ARCHITECTURES) + ", libs [] or [\"cudnn\"])"
+        )
 
     is_cuda: ClassVar[bool] = True
 
