@@ -19,9 +19,10 @@ _CPP_NAME = re.compile(r'"(kokoro_ext\.[A-Za-z0-9_]+)"')
 
 def test_the_loaded_library_registers_exactly_the_registry():
     native.load()
+    # (a CUDA build's cuDNN library registers its own, where a test loaded it)
     registered = {
         name for name in tvm_ffi.registry.list_global_func_names()
-        if name.startswith(kernels.PREFIX)
+        if name.startswith(kernels.PREFIX) and name not in kernels.CUDA_LIBRARIES
     }
     unlisted, unregistered = sorted(registered - kernels.ALL), sorted(kernels.ALL - registered)
     assert not unlisted, f"registered, missing from kokoro_ext.run.kernels: {unlisted}"

@@ -251,9 +251,14 @@ def server(synth, build_dir, tmp_path_factory):
         yield url
 
 
-def _wav_seconds(data: bytes) -> float:
+def _wav_seconds(data: bytes, header: bool = False) -> float:
+    """The seconds of audio in a WAV file: the samples it holds, or with ``header`` what
+    its header states (a streamed WAV's header cannot know its length)."""
     with wave.open(io.BytesIO(data)) as f:
-        return f.getnframes() / f.getframerate()
+        if header:
+            return f.getnframes() / f.getframerate()
+        frames = len(f.readframes(f.getnframes())) // (f.getsampwidth() * f.getnchannels())
+        return frames / f.getframerate()
 
 
 def test_captioned_speech_streams_audio_and_words(server):
@@ -275,10 +280,14 @@ def test_captioned_speech_streams_audio_and_words(server):
     whole = httpx.post(f"{server}/dev/captioned_speech", json={**body, "stream": False}, timeout=120)
     assert whole.status_code == 200
     one = whole.json()
-    assert one["timestamps"] == words and _wav_seconds(base64.b64decode(one["audio"])) == seconds
+    whole_audio = base64.b64decode(one["audio"])
+    assert one["timestamps"] == words and _wav_seconds(whole_audio) == seconds
+    assert _wav_seconds(whole_audio, header=True) == seconds  # the whole file states its length
 
     bare = httpx.post(f"{server}/dev/captioned_speech",
                       json={**body, "return_timestamps": False, "model": "kokoro"}, timeout=120)
     assert all(json.loads(x)["timestamps"] == [] for x in bare.text.splitlines())
     bad = httpx.post(f"{server}/dev/captioned_speech", json={**body, "stream": "yes"}, timeout=60)
-    assert bad.status_code == 400 and bad.json()["error"]["param"] == "stream"
+    # a schema error on /dev: Kokoro-FastAPI's 422, in both its shape and OpenAI's
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "stream"
+    assert "stream" in json.dumps(bad.json()["detail"])

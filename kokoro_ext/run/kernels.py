@@ -69,6 +69,8 @@ ALL: frozenset[str] = frozenset(
 # "libs": ["cudnn"]), a library of its own that such a build carries (kokoro_ext.build
 # .cudnn), apart from ALL
 CUDNN_CONV1D = "kokoro_ext.cudnn.conv1d"
+#: The names the CUDA build's own libraries register, where one is loaded.
+CUDA_LIBRARIES: frozenset[str] = frozenset({CUDNN_CONV1D})
 #: cudnn_conv.cc's math types by a build's products: exact float32 (FMA kernels only, as
 #: PyTorch with TF32 off), TF32 tensor cores, float16 tensor cores with float32 sums
 CUDNN_MATH: dict[str, int] = {"fp32": 0, "tf32": 1, "fp16": 2}
