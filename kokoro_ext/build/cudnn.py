@@ -18,7 +18,6 @@ without the wheel's libraries.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ import zipfile
 from pathlib import Path
 
 from kokoro_ext.build.environment import REPO_ROOT
+from kokoro_ext.run import artifacts
 from kokoro_ext.run import cuda as run_cuda
 from kokoro_ext.run.cache import cache_dir
 
@@ -105,4 +105,4 @@ def build_library(out: Path) -> Path:
 
 def library_record(library: Path) -> dict[str, str]:
     """The manifest's ``requires["libraries"]`` entry of ``library``: name -> SHA-256."""
-    return {library.name: hashlib.sha256(library.read_bytes()).hexdigest()}
+    return {library.name: artifacts.sha256(library)}

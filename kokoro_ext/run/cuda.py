@@ -21,7 +21,7 @@ from typing import Any
 
 import tvm_ffi
 
-from kokoro_ext.run import native
+from kokoro_ext.run import artifacts, native
 
 RUNTIME_NAME = "libtvm_runtime_cuda.so"
 CUDART_NAME = "libcudart.so.13"
@@ -53,14 +53,12 @@ def load_libraries(directory: Path, requires: Mapping[str, Any]) -> list[Path]:
     file name -> SHA-256; the cuDNN convolutions of kokoro_ext.build.cudnn), each checked
     and loaded once, with cuDNN from the nvidia-cudnn-cu13 wheel where it is installed.
     ValueError naming a missing or changed file, or a missing cuDNN."""
-    import hashlib
-
     loaded = []
     for name, sha256 in dict(requires.get("libraries") or {}).items():
         path = Path(directory) / name
         if not path.is_file():
             raise ValueError(f"{path} is missing: these artifacts' stages call it; rebuild them")
-        if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+        if artifacts.sha256(path) != sha256:
             raise ValueError(f"{path} differs from the one these artifacts were built with; "
                              "rebuild them")  # fmt: skip
         if name == CUDNN_LIBRARY:
