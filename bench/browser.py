@@ -2,7 +2,7 @@
 project's wasm build, the same int8 weights, text by text.
 
     PYTHONPATH=. python bench/browser.py --wasm DIR [--webgpu DIR] [--texts word,hello,...]
-                 [--engines kokoro-js,tvm-wasm] [--only ENGINE=TEXT,...] [--timeout 600]
+                 [--engines kokoro-js,kokoro-js-cores,tvm-wasm] [--only ENGINE=TEXT,...] [--timeout 600]
                  [--warm-up word|none] [--save-audio DIR] [--out bench/results] [--name browser]
 
 Engines, each on a fresh page (a new browser context: no cache, no Cache Storage, a
@@ -32,6 +32,10 @@ kokoro_ext.tools.browser.Browser), served from 127.0.0.1 with cross-origin isola
               for) is served from the same origin (``env.wasmPaths``).  Every chunk's
               token ids (kokoro-js's tokenizer on its phonemes) are checked against
               kokoro_ext.text.g2p.phonemes_to_ids on the same phonemes.
+  kokoro-js-cores  the same with a thread per core: onnxruntime-web takes half the cores
+              the page reports (``navigator.hardwareConcurrency``), at most 4, and kokoro-js
+              exposes no thread setting, so the page reports twice the cores (what a
+              machine of twice the cores would run); kokoro-js at its fastest here.
   tvm-wasm    ``--wasm DIR``, a ``--target wasm`` build: its tts.js, ``KokoroTTS.load``
               then ``tts.stream(text, {voice})`` (text.js's front end).
   tvm-webgpu  ``--webgpu DIR`` (optional), the same page API: Chromium's WebGPU here is
@@ -63,7 +67,7 @@ A cell that takes longer than ``--timeout`` seconds says "timed out", its page i
 closed and that engine's later texts are not run.  The page is watched between its
 awaits (a single WebAssembly call, e.g. a stage, runs to its end first), and its renderer
 is killed KILL_GRACE_S after the limit if it is still busy then.  Writes ``NAME.json``, ``NAME.txt``
-(the tables, ratios tvm / kokoro-js) and ``NAME.png`` to ``--out``
+(the tables, ratios of each tvm engine to each kokoro-js engine) and ``NAME.png`` to ``--out``
 (bench/harness.write_results), with the machine.  Needs chromium, npm (kokoro-js and
 transformers.js's wasm, once) and the fetched model (python -m kokoro_ext.build.fetch).
 """
@@ -101,11 +105,14 @@ TRANSFORMERS_PACKAGE = "@huggingface/transformers@3.5.1"
 TRANSFORMERS_SHA256 = "b8e9d201f92c7e2001de3601ef47d5a257985921f8f6ffc76734a5ec021bb53e"
 ORT_FILES = ("ort-wasm-simd-threaded.jsep.mjs", "ort-wasm-simd-threaded.jsep.wasm")
 ENGINES = {
-    "kokoro-js": "kokoro-js (onnxruntime-web wasm, q8)",
+    "kokoro-js": "kokoro-js (onnxruntime-web wasm, q8), its default threads",
+    "kokoro-js-cores": "kokoro-js (onnxruntime-web wasm, q8), a thread per core",
     "tvm-wasm": "TVM wasm (kokoro_ext)",
     "tvm-webgpu": "TVM WebGPU (SwiftShader: correctness only)",
 }
-BASELINE = "kokoro-js"
+#: The kokoro-js engines: onnxruntime-web's threads at its default (half the cores the
+#: page reports, at most 4), and one per core (the page reports twice the cores).
+KOKORO_JS = {"kokoro-js": "default", "kokoro-js-cores": "cores"}
 #: Seconds past --timeout after which a page still busy has its renderer killed.
 KILL_GRACE_S = 60
 #: What a page of the bench is before an engine is loaded in it.
@@ -256,6 +263,10 @@ LOAD_KOKORO_JS = _COUNT_WORKERS + """
     return url.startsWith(hf) ? fetch0(arg.base + "model/" + url.slice(hf.length), init)
                               : fetch0(input, init);
   };
+  const cores = navigator.hardwareConcurrency;
+  if (arg.threads === "cores") {  // onnxruntime-web takes half of what the page reports
+    Object.defineProperty(Navigator.prototype, "hardwareConcurrency", { get: () => 2 * cores });
+  }
   const t0 = performance.now();
   const kjs = await import(arg.base + "kokoro.web.js");
   kjs.env.wasmPaths = arg.base + "ort/";
@@ -275,7 +286,8 @@ LOAD_KOKORO_JS = _COUNT_WORKERS + """
       return Array.from(tts.tokenizer(phonemes, { truncation: true }).input_ids.data, Number);
     },
   };
-  return { load_ms: ms, device: "wasm (onnxruntime-web)" };
+  const threads = Math.min(4, Math.ceil(navigator.hardwareConcurrency / 2));  // its rule
+  return { load_ms: ms, device: `wasm (onnxruntime-web, ${threads} threads)` };
 """
 
 LOAD_TVM = _COUNT_WORKERS + """
@@ -461,10 +473,11 @@ def run_engine(browser, cdp, engine: str, base: str, texts: list[str], args,
     page.on("response", on_response)
     page.route(lambda url: not url.startswith(browser.server.url),  # no network
                lambda r: (result["blocked"].append(r.request.url), r.abort()))
-    loader = LOAD_KOKORO_JS if engine == "kokoro-js" else LOAD_TVM
+    loader = LOAD_KOKORO_JS if engine in KOKORO_JS else LOAD_TVM
     try:
         log(f"{engine}: loading ...")
-        loaded = task(page, loader, {"base": base, "model": MODEL_ID, "hf": HF}, args.timeout)
+        loaded = task(page, loader, {"base": base, "model": MODEL_ID, "hf": HF,
+                                     "threads": KOKORO_JS.get(engine)}, args.timeout)
         result["load_s"] = loaded["load_ms"] / 1000
         result["device"] = loaded["device"]
         log(f"{engine}: loaded in {result['load_s']:.1f} s ({result['device']})")
@@ -589,8 +602,8 @@ def run(args, log=print) -> dict:
     pins = fetch.voice_pins()
     engines = {}
     for engine in args.engines:
-        directory = {"kokoro-js": None, "tvm-wasm": args.wasm, "tvm-webgpu": args.webgpu}[engine]
-        if engine != "kokoro-js" and directory is None:
+        directory = {"tvm-wasm": args.wasm, "tvm-webgpu": args.webgpu}.get(engine)
+        if engine not in KOKORO_JS and directory is None:
             continue
         engines[engine] = directory
     result = {"engines": list(engines), "texts": args.texts, "voice": VOICE,
@@ -606,7 +619,7 @@ def run(args, log=print) -> dict:
         site = Path(tmp)
         (site / "bench.html").write_text(BENCH_HTML)
         for engine, directory in engines.items():
-            if engine == "kokoro-js":
+            if engine in KOKORO_JS:
                 try:
                     directory = prepare_kokoro_js(log)
                 except Exception as err:  # noqa: BLE001 - reported, the others go on
@@ -664,9 +677,9 @@ def format_tables(result: dict) -> str:
         "",
     ]
     for engine in engines:
-        lines.append(f"  {engine:11} {result['labels'][engine]}"
+        lines.append(f"  {engine:16} {result['labels'][engine]}"
                      + (f": {result['builds'][engine]}" if engine in result["builds"] else ""))
-    lines += ["", f"{'engine':12} {'load s':>8} {'warm-up s':>9} {'cold 1st audio s':>16} "
+    lines += ["", f"{'engine':16} {'load s':>8} {'warm-up s':>9} {'cold 1st audio s':>16} "
                   f"{'download MB':>11} {'peak MB':>8} {'workers':>7} {'isolated':>8}  device"]
     for engine in engines:
         r = res.get(engine, {})
@@ -675,26 +688,27 @@ def format_tables(result: dict) -> str:
         cold = (r["load_s"] + warm_up["first_audio_s"]
                 if "load_s" in r and "first_audio_s" in warm_up else None)
         lines.append(
-            f"{engine:12} {fmt(r.get('load_s'), '8.1f')} "
+            f"{engine:16} {fmt(r.get('load_s'), '8.1f')} "
             f"{fmt(warm_up.get('total_s'), '9.1f')} {fmt(cold, '16.1f')} "
             f"{fmt(r.get('download_bytes', 0) / 1e6 if 'download_bytes' in r else None, '11.1f')} "
             f"{fmt(r.get('load_peak_rss_mb'), '8.0f')} {fmt(env.get('workers'), '7d')} "
             f"{str(env.get('crossOriginIsolated', '-')):>8}  {r.get('device', r.get('error', ''))}")
-    others = [e for e in engines if e != BASELINE]
+    # each of this project's engines against each kokoro-js engine of the run
+    pairs = [(e, b) for e in engines if e not in KOKORO_JS for b in engines if b in KOKORO_JS]
+    width = max([16, *(len(f"{e} / {b}") for e, b in pairs)]) + 1
     for key, title, spec in METRICS:
         lines += ["", title,
-                  f"{'text':10} {'words':>5} " + " ".join(f"{e:>12}" for e in engines)
-                  + "".join(f" {e + ' / ' + BASELINE:>22}" for e in others if BASELINE in engines)]
+                  f"{'text':10} {'words':>5} " + " ".join(f"{e:>15}" for e in engines)
+                  + "".join(f" {e + ' / ' + b:>{width}}" for e, b in pairs)]
         for text in texts:
             cells = [res.get(e, {}).get("texts", {}).get(text) for e in engines]
             row = f"{text:10} {result['text_words'][text]:5d} "
-            row += " ".join(f"{fmt(c.get(key), spec):>12}" if c and "error" not in c else
-                            f"{failure(c):>12}" for c in cells)
-            base = res.get(BASELINE, {}).get("texts", {}).get(text) or {}
-            for e in others if BASELINE in engines else []:
-                cell = res.get(e, {}).get("texts", {}).get(text) or {}
-                a, b = cell.get(key), base.get(key)
-                row += f" {fmt(a / b if a is not None and b else None, '22.2f')}"
+            row += " ".join(f"{fmt(c.get(key), spec):>15}" if c and "error" not in c else
+                            f"{failure(c):>15}" for c in cells)
+            for e, b in pairs:
+                a = (res.get(e, {}).get("texts", {}).get(text) or {}).get(key)
+                base = (res.get(b, {}).get("texts", {}).get(text) or {}).get(key)
+                row += f" {fmt(a / base if a is not None and base else None, f'{width}.2f')}"
             lines.append(row)
     lines += ["", "what each engine spoke (chunks: phonemes; ids: kokoro_ext's ids for them)"]
     for text in texts:
@@ -768,7 +782,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--webgpu", type=Path,
                         help="a --target webgpu build (engine tvm-webgpu: correctness only)")
     parser.add_argument("--engines", default=",".join(ENGINES),
-                        help="of kokoro-js, tvm-wasm, tvm-webgpu (those without a build: left out)")
+                        help=f"of {', '.join(ENGINES)} (those without a build: left out)")
     parser.add_argument("--texts", default=",".join(TEXTS), help=f"of {', '.join(TEXTS)}")
     parser.add_argument("--only", action="append", default=[], metavar="ENGINE=TEXT,...",
                         help="that engine speaks only these texts (default: tvm-webgpu=word)")

@@ -60,16 +60,19 @@ def _result(tmp_path) -> dict:
             "chunks": [{"t_ms": 1000, "text": "Hello.", "phonemes": "həlˈoʊ.", "ids": [0, 4, 0],
                         "samples": 36000}]}
     return {
-        "engines": ["kokoro-js", "tvm-wasm"], "texts": ["word", "hello"], "voice": "af_heart",
+        "engines": ["kokoro-js", "kokoro-js-cores", "tvm-wasm"], "texts": ["word", "hello"], "voice": "af_heart",
         "repeat": 1, "warm_up": "word", "load_average_start": [1.0, 1.0, 1.0],
         "text_words": {"word": 1, "hello": 2},
-        "labels": {e: browser.ENGINES[e] for e in ("kokoro-js", "tvm-wasm")},
+        "labels": {e: browser.ENGINES[e] for e in ("kokoro-js", "kokoro-js-cores", "tvm-wasm")},
         "builds": {"tvm-wasm": str(tmp_path)},
         "machine": {"chromium": "1.0", "cpu": "CPU", "cores": 2, "load_average_end": [1, 1, 1]},
         "results": {
             "kokoro-js": {"load_s": 4.0, "device": "wasm", "download_bytes": 116e6,
                           "environment": {"workers": 0, "crossOriginIsolated": True},
                           "texts": {"word": cell, "hello": cell}},
+            "kokoro-js-cores": {"load_s": 4.0, "device": "wasm", "download_bytes": 116e6,
+                                "environment": {"workers": 2, "crossOriginIsolated": True},
+                                "texts": {"word": {**cell, "total_s": 1.0}, "hello": cell}},
             "tvm-wasm": {"load_s": 30.0, "device": "wasm", "download_bytes": 340e6,
                          "error": "timed out on hello",
                          "texts": {"word": {**cell, "total_s": 8.0, "first_audio_s": 3.0},
@@ -81,7 +84,8 @@ def _result(tmp_path) -> dict:
 def test_tables_ratios_and_failed_cells(tmp_path):
     table = browser.format_tables(_result(tmp_path))
     totals = table.split("total time (s), warm")[1].splitlines()
-    assert re.search(r"^word .* 2\.00 .* 8\.00 +4\.00$", totals[2])  # tvm / kokoro-js
+    # tvm-wasm / kokoro-js, then tvm-wasm / kokoro-js-cores
+    assert re.search(r"^word .* 2\.00 +1\.00 +8\.00 +4\.00 +8\.00$", totals[2]), totals[2]
     assert "timed out" in totals[3]
     assert "ids = kokoro_ext's" in table
 
