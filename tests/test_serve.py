@@ -299,8 +299,8 @@ def test_the_warm_up_runs_on_the_thread_that_runs_the_requests(synth, voices):
     threads = []
 
     class Recording:
-        def stream(self, text, voice=None, speed=1.0, chunk_limit=None):
-            for chunk in synth.stream(text, voice, speed, chunk_limit=chunk_limit):
+        def stream(self, text, voice=None, speed=1.0, chunk_limit=None, normalization=None):
+            for chunk in synth.stream(text, voice, speed, chunk_limit=chunk_limit, normalization=normalization):
                 threads.append(threading.current_thread().name)  # where it was synthesized
                 yield chunk
 
@@ -319,7 +319,7 @@ class BrokenBuild:
     def __init__(self, error: Exception, at_call: bool):
         self.error, self.at_call = error, at_call
 
-    def stream(self, text, voice, speed, chunk_limit=None):
+    def stream(self, text, voice, speed, chunk_limit=None, normalization=None):
         if self.at_call:
             raise self.error
 
@@ -862,7 +862,7 @@ def test_sse_errors(server, synth, voices):
     assert response.status_code == 400 and response.json()["error"]["param"] == "input"
 
     class FailsAfterOneChunk:
-        def stream(self, text, voice, speed, chunk_limit=None):
+        def stream(self, text, voice, speed, chunk_limit=None, normalization=None):
             yield next(synth.stream("Hi."))
             raise RuntimeError("/srv/build/decoder.so is truncated")
 

@@ -5,6 +5,7 @@ server with the small build, changing only the host.  docs/server.md has the tab
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import re
@@ -20,9 +21,11 @@ import pytest
 from kokoro_ext import Synthesizer
 from kokoro_ext.run.voices import VoiceDirectory
 from kokoro_ext.serve import ServerOptions, create_app
-from kokoro_ext.serve import audio
+from kokoro_ext.serve import audio, compat
 from kokoro_ext.serve.__main__ import parse_args
+from kokoro_ext.serve.app import chunk_phonemes
 from kokoro_ext.serve.compat import KOKORO_FASTAPI_VOICES, MODELS, NAMESAKE_VOICES, torch_file
+from kokoro_ext.text import Normalization
 from test_serve import _encoded, running
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -297,19 +300,93 @@ def test_blends_subtract_and_mix_languages_as_kokoro_fastapi(server, synth, voic
     assert mixed.content == speech(url, voice="bf_emma+af_bella", input="The water.", lang_code="b").content
 
 
-def test_normalization_options_are_taken_or_refused_saying_why(server):
+#: Kokoro-FastAPI's normalization options, each with a text it changes: (option, text,
+#: the Normalization switch it is)
+NORMALIZATION_CASES = [
+    ("normalize", "It costs $5.", "enabled"),
+    ("unit_normalization", "It weighs 5 kg.", "units"),
+    ("url_normalization", "See https://example.com now.", "urls"),
+    ("email_normalization", "Mail bob@example.com now.", "emails"),
+    ("optional_pluralization_normalization", "Pick the file(s).", "plurals"),
+    ("phone_normalization", "Call 555-1234.", "phones"),
+    ("replace_remaining_symbols", "Rock & roll.", "symbols"),
+]
+
+
+def served(synth: Synthesizer, text: str, voice: np.ndarray, **options) -> bytes:
+    """``text`` as the server (its default chunk limits) sends it as pcm."""
+    limits = ServerOptions()
+    return _encoded(synth.stream(text, voice, chunk_limit=lambda index: chunk_phonemes(index, limits), **options))
+
+
+def phonemized(url: str, text: str, **fields) -> str:
+    response = httpx.post(f"{url}/dev/phonemize", json={"text": text, **fields}, timeout=120)
+    assert response.status_code == 200, response.text
+    return response.json()["phonemes"]
+
+
+@pytest.mark.parametrize("option, text, switch", NORMALIZATION_CASES)
+def test_each_normalization_option_is_honoured_with_its_meaning(server, synth, option, text, switch):
     url, _ = server
-    defaults = {"normalize": True, "unit_normalization": False, "url_normalization": True,
-                "email_normalization": True, "optional_pluralization_normalization": True,
-                "phone_normalization": True, "replace_remaining_symbols": True}
-    plain = speech(url).content
-    assert speech(url, normalization_options=defaults).content == plain
-    assert speech(url, normalization_options={"unit_normalization": True}).status_code == 200
-    for name in ("normalize", "url_normalization", "replace_remaining_symbols"):
-        refused = speech(url, normalization_options={name: False})
-        assert refused.status_code == 400
-        assert f"normalization_options.{name}=false is not supported" in refused.json()["error"]["message"]
-    assert speech(url, normalization_options={"normalize": "yes"}).status_code == 400
+    default = compat.NORMALIZATION_DEFAULTS[option]
+    # a request without the option: Kokoro-FastAPI's default for it
+    assert phonemized(url, text) == phonemized(url, text, normalization_options={option: default})
+    said = {}
+    for value in (True, False):
+        said[value] = phonemized(url, text, normalization_options={option: value})
+        rules = dataclasses.replace(compat.DEFAULT_NORMALIZATION, **{switch: value})
+        assert said[value] == synth.phonemize(text, normalization=rules), (option, value)
+    assert said[True] != said[False]
+
+
+def test_a_default_request_leaves_units_as_written_as_kokoro_fastapi(server, synth, voices):
+    url, _ = server
+    text = "It weighs 5 kg."
+    units_off = Normalization(units=False)
+    assert compat.DEFAULT_NORMALIZATION == units_off
+    assert phonemized(url, text) == synth.phonemize(text, normalization=units_off) != synth.phonemize(text)
+    heart = pack(voices, "af_heart")
+    plain = speech(url, input=text)
+    assert plain.status_code == 200
+    assert plain.content == served(synth, text, heart, normalization=units_off)
+    spelled = speech(url, input=text, normalization_options={"unit_normalization": True})
+    assert spelled.content == served(synth, text, heart) != plain.content
+    # the whole default object is the default
+    assert speech(url, input=text, normalization_options=compat.NORMALIZATION_DEFAULTS).content == plain.content
+    # captioned speech reads it the same way: "kg" said as written is a word of its own
+    words = {}
+    for options, want in (({}, plain.content), ({"unit_normalization": True}, spelled.content)):
+        body = {"input": text, "voice": "af_heart", "response_format": "pcm", "stream": False,
+                "normalization_options": options}
+        captioned = httpx.post(f"{url}/dev/captioned_speech", json=body, timeout=120)
+        assert captioned.status_code == 200, captioned.text
+        assert base64.b64decode(captioned.json()["audio"]) == want
+        words[bool(options)] = [w["word"] for w in captioned.json()["timestamps"]]
+    assert words[False] == ["It", "weighs", "5", "kg."]
+    assert "kg." not in words[True] and words[True][:2] == ["It", "weighs"]
+
+
+def test_normalize_false_reads_the_input_as_written(server, synth, voices):
+    url, _ = server
+    text = "It costs $5 on May 3rd."
+    off = speech(url, input=text, normalization_options={"normalize": False})
+    assert off.status_code == 200
+    assert off.content == served(synth, text, pack(voices, "af_heart"), normalization=Normalization(enabled=False))
+    assert off.content != speech(url, input=text).content
+
+
+def test_normalization_options_of_the_wrong_type_are_refused(server):
+    url, _ = server
+    for options in ({"normalize": "yes"}, {"unit_normalization": 1}, ["normalize"]):
+        refused = speech(url, normalization_options=options)
+        assert refused.status_code == 400, options
+        assert "normalization_options" in refused.json()["error"]["message"]
+        body = {"input": "Hi.", "voice": "af_heart", "normalization_options": options}
+        assert httpx.post(f"{url}/dev/captioned_speech", json=body, timeout=60).status_code == 422
+        assert httpx.post(f"{url}/dev/phonemize", timeout=60,
+                          json={"text": "Hi.", "normalization_options": options}).status_code == 422
+    # an option Kokoro-FastAPI does not have is ignored, as it ignores it
+    assert speech(url, input="Hi.", normalization_options={"other": "x"}).status_code == 200
 
 
 def test_voice_aliases_and_the_fields_not_taken(server, synth, voices):

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from kokoro_ext.text.normalize import clean_unicode, normalize
+from kokoro_ext.text.normalize import _ENGLISH_RULES, Normalization, clean_unicode, normalize
 
 ENGLISH = [
     # numbers
@@ -128,3 +128,54 @@ def test_other_languages_keep_digits_for_their_g2p():
     assert normalize("价格是１２元", "z") == "价格是12元"
     with pytest.warns(UserWarning, match="no pronunciation"):
         assert normalize("C'est 🎉 bon", "f") == "C'est bon"
+
+
+# --- Normalization: each switch turns exactly its rules off ---------------------------------
+
+#: switch -> (text, read with every rule, read with that switch off)
+SWITCHES = {
+    "units": ("It is 10 KB, 5 km and 3/4 mi away.",
+              "It is ten kilobytes, five kilometers and three quarters of a mile away.",
+              "It is ten KB, five km and three quarters mi away."),
+    "urls": ("See https://example.com/docs now.", "See example dot com slash docs now.",
+             "See https://example.com/docs now."),
+    "emails": ("Mail bob@example.com today.", "Mail bob at example dot com today.",
+               "Mail bob at example.com today."),  # "@" is still a symbol read as a word
+    "plurals": ("Pick the file(s).", "Pick the files.", "Pick the file(s)."),
+    "phones": ("Call 555-1234.", "Call five five five, one two three four.",
+               "Call five hundred fifty-five to one thousand two hundred thirty-four."),
+    "symbols": ("Rock & roll + jazz, page #5", "Rock and roll plus jazz, page number five",
+                "Rock & roll + jazz, page #five"),  # "&", "+", "#" left to the G2P
+}
+
+
+@pytest.mark.parametrize("switch", sorted(SWITCHES))
+def test_each_switch_turns_off_its_rules_only(switch):
+    text, on, off = SWITCHES[switch]
+    assert normalize(text, "a") == normalize(text, "a", Normalization()) == on
+    assert normalize(text, "a", Normalization(**{switch: False})) == off
+    # the other switches off leave this text's reading as it was
+    others = {name: False for name in SWITCHES if name != switch}
+    assert normalize(text, "a", Normalization(**others)) == on
+
+
+def test_every_switch_is_a_field_and_every_rule_switch_one():
+    fields = set(Normalization.__dataclass_fields__)
+    assert fields == {"enabled", *SWITCHES}
+    assert {rule.switch for rule in _ENGLISH_RULES} - {None} == set(SWITCHES)
+
+
+def test_signs_not_kokoro_fastapis_symbols_are_read_with_symbols_off():
+    # "°", "<", ">" are outside Kokoro-FastAPI's replace_remaining_symbols: still read
+    assert normalize("a < b", "a", Normalization(symbols=False)) == "a less than b"
+
+
+def test_normalization_off_leaves_the_written_forms_to_the_g2p():
+    text = "Pay $5 on 2024-03-01 at 10:30, 3/4 of 10 KB & file(s)."
+    assert normalize(text, "a", Normalization(enabled=False)) == text
+    assert normalize("Necesito 3/4 de taza.", "e", Normalization(enabled=False)) == "Necesito 3/4 de taza."
+    assert normalize("Necesito 3/4 de taza.", "e") == "Necesito 3 cuartos de taza."
+    # "+" is read by the English G2P: left for it, not dropped as a symbol
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert normalize("1 + 1", "a", Normalization(enabled=False)) == "1 + 1"

@@ -57,7 +57,7 @@ def test_the_text_passes_run_as_listed(code, monkeypatch):
 
         return run
 
-    monkeypatch.setattr(pipeline, "text_passes", lambda c: tuple(map(recorded, listed)))
+    monkeypatch.setattr(pipeline, "text_passes", lambda c, rules: tuple(map(recorded, listed)))
     pipeline.marked(code, "Pay $3 to Hello there. <b>Bye</b>")
     assert ran == list(listed)  # each pass once, in the listed order, none merged
 
@@ -224,8 +224,8 @@ def test_spans_survive_sub_join_and_strip():
 def test_the_english_rules_skipped_without_digits_need_one():
     import text_corpus
 
-    skipped = [p for p, _ in normalize._ENGLISH_RULES
-               if all(p is not q for q, _ in normalize._ENGLISH_RULES_WITHOUT_DIGITS)]
+    skipped = [rule.pattern for rule in normalize._ENGLISH_RULES
+               if all(rule is not other for other in normalize._ENGLISH_RULES_WITHOUT_DIGITS)]
     assert len(skipped) == 17
     texts = [e["text"] for e in text_corpus.read(text_corpus.CORPUS)]
     texts += ["No. 5", "#5", "May 5th", "3/4", "$5", "5%", "1990s", "5 km", "10:30 am", "5 pm"]
@@ -233,3 +233,53 @@ def test_the_english_rules_skipped_without_digits_need_one():
         assert all(p.search(text) is None for p in skipped if not any(c.isdigit() for c in text))
         digitless = "".join(c for c in text if not c.isdigit())
         assert all(p.search(digitless) is None for p in skipped), text
+
+
+# --- normalization switches through the pipeline -------------------------------------------
+
+
+def test_the_passes_are_kept_per_language_and_normalization():
+    Normalization = normalize.Normalization
+    assert pipeline.text_passes("a") is pipeline.text_passes("a")
+    no_units = pipeline.text_passes("a", Normalization(units=False))
+    assert no_units is pipeline.text_passes("a", Normalization(units=False))
+    assert no_units is not pipeline.text_passes("a")
+    spell = [p.function for p in no_units if p.__name__ == "spell"]
+    assert spell[0].keywords == {"lang": "a", "normalization": Normalization(units=False)}
+    # no normalization: the pass is left out, the cleaning stays
+    off = pipeline.passes("a", Normalization(enabled=False))
+    assert off == [p for p in pipeline.passes("a") if p != "spell"] and "drop_symbols" in off
+    with pytest.raises(TypeError, match="Normalization"):
+        pipeline.marked("a", "text", normalization={"units": False})
+
+
+@pytest.fixture(scope="module")
+def g2p_a() -> G2P:
+    return G2P("a")
+
+
+#: switch -> (text, a word of its phonemes read with every rule, one with the switch off)
+PHONEMES = {
+    "enabled": ("It costs $5.", "fˈIv dˈɑləɹz", "dˈɑləɹ fˈIv"),
+    "units": ("It weighs 5 kg.", "kˈɪləɡɹˌæmz", "kˌAʤˈi"),
+    "plurals": ("Pick the file(s).", "fˈIlz", "fˈIl(ˈɛs)"),
+    "symbols": ("C = D", "ˈikwᵊlz", None),  # off: "=" has no reading, dropped
+}
+
+
+@pytest.mark.parametrize("switch", sorted(PHONEMES))
+def test_each_switch_changes_the_phonemes_as_meant(switch, g2p_a):
+    text, on, off = PHONEMES[switch]
+    Normalization = normalize.Normalization
+    front = TextPipeline("a", g2p_a)
+    said = front.phonemize(text)
+    assert on in said and said == front.phonemize(text, normalization=Normalization())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        unsaid = front.phonemize(text, normalization=Normalization(**{switch: False}))
+        # the pipeline's own normalization, or one given per call
+        assert unsaid == TextPipeline("a", g2p_a, Normalization(**{switch: False})).phonemize(text)
+        chunks = TextPipeline("a", g2p_a).run(text, normalization=Normalization(**{switch: False})).chunks
+        ran = " ".join(c.piece.phonemes for c in chunks)  # run takes it too
+    assert on not in unsaid and (off is None or off in unsaid)
+    assert on not in ran and (off is None or off in ran)

@@ -22,6 +22,7 @@ from kokoro_ext.run.wav import SAMPLE_RATE
 from kokoro_ext.run.weights import load_weights
 from kokoro_ext.text import phonemes_to_ids
 from kokoro_ext.text.languages import resolve_language
+from kokoro_ext.text.normalize import Normalization
 from kokoro_ext.text.pipeline import Chunking, Chunks, Progress, TextChunk, TextPipeline
 
 # OpenAI's range.  Durations are divided by the speed and rounded, at least a frame per
@@ -196,10 +197,12 @@ class Synthesizer:
             self._pipelines.setdefault(code, TextPipeline(code))  # kokoro_ext.text.pipeline
         return self._pipelines[code]
 
-    def phonemize(self, text: str, voice: Voice = None, markdown: bool = True) -> str:
-        """Text (markup, numbers, ...: kokoro_ext.text.frontend) -> Kokoro phonemes."""
+    def phonemize(self, text: str, voice: Voice = None, markdown: bool = True,
+                  normalization: Normalization | None = None) -> str:
+        """Text (markup, numbers, ...: kokoro_ext.text.frontend) -> Kokoro phonemes;
+        ``normalization`` as for ``stream``."""
         with self._text_lock:
-            return self._pipeline(voice).phonemize(text, markdown)
+            return self._pipeline(voice).phonemize(text, markdown, normalization)
 
     @property
     def chunk_limit(self) -> int:
@@ -214,6 +217,7 @@ class Synthesizer:
         seed: int = 0,
         chunk_limit: ChunkLimit = None,
         markdown: bool = True,
+        normalization: Normalization | None = None,
     ) -> Iterator[Chunk]:
         """Text of any length -> Chunks, each yielded as soon as it is synthesized.
 
@@ -229,8 +233,9 @@ class Synthesizer:
         implies, else American English, with SSML, numbers and symbols handled as
         kokoro_ext.text.frontend says; text that is not SSML is read as Markdown (markers
         unsaid, code blocks skipped) unless ``markdown=False``, which reads it as
-        written.  Letters of scripts the language does not write
-        are dropped with a warning; text
+        written.  ``normalization`` (kokoro_ext.text.normalize.Normalization) turns kinds
+        of written forms' reading off (None: all are read: units, URLs, ...).  Letters of
+        scripts the language does not write are dropped with a warning; text
         that leaves nothing to say raises ValueError (when the stream is exhausted).
         Arguments are checked here, before the first chunk is asked for.
 
@@ -255,7 +260,7 @@ class Synthesizer:
         # markup is parsed and the text cleaned now; the G2P and chunks come lazily, each
         # with all its synthesis needs (ids, pause, its words' tokens): the text side is
         # entered again only to halve a chunk whose audio is over the frame limit
-        chunks = pipeline.run(text, markdown, chunking=chunking)
+        chunks = pipeline.run(text, markdown, chunking=chunking, normalization=normalization)
         language = pipeline.language.name.split()[-1]
         return self._chunks(chunks, progress, text, language, voice_pack, speed, seed)
 
@@ -324,9 +329,10 @@ class Synthesizer:
         speed: float = 1.0,
         seed: int = 0,
         markdown: bool = True,
+        normalization: Normalization | None = None,
     ) -> np.ndarray:
         """Text of any length -> float32 waveform at 24 kHz: ``join(stream(...))``."""
-        return join(self.stream(text, voice, speed, seed, markdown=markdown))
+        return join(self.stream(text, voice, speed, seed, markdown=markdown, normalization=normalization))
 
     def synthesize_phonemes(
         self,

@@ -59,6 +59,7 @@ from kokoro_ext.serve.compat import DEFAULT_MODEL, DEFAULT_VOICE, MODELS, Downlo
 from kokoro_ext.serve.scheduler import END, Job, QueueFull, Scheduler
 from kokoro_ext.text.g2p import phonemes_to_ids
 from kokoro_ext.text.languages import language
+from kokoro_ext.text.normalize import Normalization
 
 #: OpenAI's voices -> Kokoro voices, as Kokoro-FastAPI maps them (the default mapping).
 OPENAI_VOICES = compat.KOKORO_FASTAPI_VOICES
@@ -201,6 +202,8 @@ class SpeechRequest:
     lang_code: str | None = None  # the language the text is read in; None: the voice's
     volume: float = 1.0  # volume_multiplier: the samples are scaled by it (and clipped)
     download_format: str | None = None  # return_download_link: the file's format
+    # normalization_options: which written forms are read as words (Kokoro-FastAPI's defaults)
+    normalization: Normalization = compat.DEFAULT_NORMALIZATION
 
 
 def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
@@ -330,9 +333,9 @@ def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions
     if isinstance(volume, bool) or not isinstance(volume, (int, float)) or not (0 <= volume < math.inf):
         raise HTTPError(400, f"'volume_multiplier' must be a number >= 0, got {_show(volume)}",
                         "volume_multiplier", schema=True)
-    _check_normalization(_optional(payload, "normalization_options", {}))
+    normalization = _normalization(payload)
     return SpeechRequest(text, blend, response_format, speed, stream_format, markdown, stream,
-                         lang_code, float(volume), download_format)
+                         lang_code, float(volume), download_format, normalization)
 
 
 def _alias(voice: object, aliases: object) -> tuple[object, float | None]:
@@ -361,16 +364,17 @@ def _alias(voice: object, aliases: object) -> tuple[object, float | None]:
     return found if found is not None else (voice, None)
 
 
-def _check_normalization(options: object) -> None:
+def _normalization(payload: dict) -> Normalization:
+    """Kokoro-FastAPI's ``normalization_options`` of ``payload``, checked, as the text
+    passes' switches (compat.normalization)."""
+    options = _optional(payload, "normalization_options", {})
     if not isinstance(options, dict):
         raise HTTPError(400, "'normalization_options' must be an object", "normalization_options", schema=True)
     for name, value in options.items():
         if name in compat.NORMALIZATION_DEFAULTS and not isinstance(value, bool):
             raise HTTPError(400, f"'normalization_options.{name}' must be true or false, got {_show(value)}",
                             "normalization_options", schema=True)
-    refusal = compat.normalization_refusal(options)
-    if refusal is not None:
-        raise HTTPError(400, refusal[1], "normalization_options")
+    return compat.normalization(options)
 
 
 def _optional(payload: dict, name: str, default: Any) -> Any:
@@ -734,6 +738,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             chunks = state.synthesizer.stream(
                 spec.input, voice, spec.speed,
                 chunk_limit=lambda index: chunk_phonemes(index, options),
+                normalization=spec.normalization,
                 # only when asked: a synthesizer without the option still serves the rest
                 **({} if spec.markdown else {"markdown": False}),
             )
@@ -811,7 +816,8 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
 
     async def phonemize(request: Request):
         """Kokoro-FastAPI's: ``{"text", "language": "a"}`` -> ``{"phonemes", "tokens"}``,
-        the text read as speech reads it (normalized, Markdown) and the token ids."""
+        the text read as speech reads it (normalized, Markdown) and the token ids; this
+        server also takes speech's ``normalization_options``."""
         state = request.app.state
         try:
             payload = _json_object(await read_body(request))
@@ -825,8 +831,10 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
                 code = language(code).code
             except (TypeError, ValueError) as error:
                 raise HTTPError(400, f"'language': {error}", "language") from None
+            normalization = _normalization(payload)
             carrier = NamedVoice(state.synthesizer.voice, f"{code}f_", code)  # only its language is read
-            phonemes = await asyncio.to_thread(state.synthesizer.phonemize, text, carrier)
+            phonemes = await asyncio.to_thread(state.synthesizer.phonemize, text, carrier,
+                                               normalization=normalization)
         except Exception as error:
             if isinstance(error, HTTPError) and error.schema:
                 error.status = 422

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kokoro_ext.text.normalize import Normalization
+
 #: Model names accepted in ``model``, in Kokoro-FastAPI's order: all mean the one build.
 MODELS = ("tts-1", "tts-1-hd", "kokoro", "gpt-4o-mini-tts")
 #: Kokoro-FastAPI's "created" of every model (a fixed date in its model list).
@@ -70,29 +72,30 @@ NORMALIZATION_DEFAULTS = {
     "phone_normalization": True,
     "replace_remaining_symbols": True,
 }
-#: Options whose other value the text passes (kokoro_ext.text.pipeline) also give: units
-#: after numbers are always spelled out (kokoro_ext.text.normalize), so asking for it is
-#: honoured.  Every other option is a pass that always runs here and cannot be turned off.
-NORMALIZATION_HONOURED = {("unit_normalization", True)}
+#: Each option -> the switch of kokoro_ext.text.normalize.Normalization that does what it
+#: does in Kokoro-FastAPI's normalizer (api/src/services/text_processing/normalizer.py).
+NORMALIZATION_SWITCHES = {
+    "normalize": "enabled",  # every rule: off, the text goes to the G2P as written
+    "unit_normalization": "units",  # "10KB", "5 km": units after numbers
+    "url_normalization": "urls",
+    "email_normalization": "emails",
+    "optional_pluralization_normalization": "plurals",  # "(s)" -> "s"
+    "phone_normalization": "phones",
+    "replace_remaining_symbols": "symbols",  # "&", "+", "=", "@", "#" as words
+}
 
 
-def normalization_refusal(options: dict) -> tuple[str, str] | None:
-    """(field, message) for the first option of ``options`` (a dict of bools, checked)
-    that the text passes cannot honour, or None.  A value equal to Kokoro-FastAPI's
-    default asks for nothing and is always taken, so that a client sending the whole
-    default object is served."""
-    for name, value in options.items():
-        if name not in NORMALIZATION_DEFAULTS or value == NORMALIZATION_DEFAULTS[name]:
-            continue
-        if (name, value) in NORMALIZATION_HONOURED:
-            continue
-        return name, (
-            f"normalization_options.{name}={str(value).lower()} is not supported: this "
-            "server's text passes always spell out numbers, dates, units, URLs, e-mail "
-            "addresses and symbols (docs/text.md), and cannot be switched off one by one; "
-            "leave the option out"
-        )
-    return None
+def normalization(options: dict) -> Normalization:
+    """The text passes' Normalization for ``normalization_options`` (a dict of bools,
+    checked): each option given, else Kokoro-FastAPI's default; other keys are ignored,
+    as Kokoro-FastAPI ignores them."""
+    chosen = {**NORMALIZATION_DEFAULTS, **{k: v for k, v in options.items() if k in NORMALIZATION_DEFAULTS}}
+    return Normalization(**{NORMALIZATION_SWITCHES[name]: value for name, value in chosen.items()})
+
+
+#: A request without ``normalization_options``: Kokoro-FastAPI's defaults, units after
+#: numbers left as written (the Synthesizer's own default spells them out).
+DEFAULT_NORMALIZATION = normalization({})
 
 
 # --- voice files --------------------------------------------------------------------------

@@ -15,9 +15,10 @@ from .chunking import PAUSES, Piece, Word
 from .frontend import G2P, Part
 from .g2p import Phonemizer, phonemes_to_ids
 from .languages import LANGUAGES, Language, language
+from .normalize import Normalization
 from .pipeline import FrontEnd, TextPipeline
 
 __all__ = [
-    "G2P", "LANGUAGES", "PAUSES", "FrontEnd", "Language", "Part", "Phonemizer", "Piece",
-    "TextPipeline", "Word", "language", "phonemes_to_ids",
+    "G2P", "LANGUAGES", "PAUSES", "FrontEnd", "Language", "Normalization", "Part",
+    "Phonemizer", "Piece", "TextPipeline", "Word", "language", "phonemes_to_ids",
 ]  # fmt: skip

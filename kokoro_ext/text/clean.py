@@ -49,6 +49,9 @@ PLACEHOLDER_RANGE = (0xF0000, 0xFFFFD)
 CURRENCY_SIGNS = frozenset("$€£¥₹")
 # Symbols the other languages' G2P reads itself (espeak-ng: "%" is "por ciento").
 _READ_BY_G2P = set("%$€£¥₹°")
+# Symbols misaki's English G2P reads itself ("&" and "@" are punctuation, never dropped):
+# what normalize.spell leaves of them when its symbols are off (normalize.Normalization).
+_READ_BY_ENGLISH_G2P = CURRENCY_SIGNS | {"%", "+"}
 
 # Terminal escape sequences (ECMA-48): a colour code or a window title is not text.
 # (The patterns below are strings, compiled at their first use: re caches them.)
@@ -200,10 +203,10 @@ for _char, _latin in _LOOKALIKES.items():
 def drop_symbols(text: str, lang: str = "a") -> str:
     """``text`` without emoji and symbols that have no reading, with a warning naming them.
 
-    Kept: letters, marks, digits, punctuation, spaces, the markup placeholders, and (for
-    English) the symbols kokoro_ext.text.normalize reads and currency signs.
+    Kept: letters, marks, digits, punctuation, spaces, the markup placeholders, and the
+    symbols the language's G2P reads itself (English: currency signs, "%", "+").
     """
-    kept = (CURRENCY_SIGNS | {"%"}) if lang in ("a", "b") else _READ_BY_G2P
+    kept = _READ_BY_ENGLISH_G2P if lang in ("a", "b") else _READ_BY_G2P
     # judged once per distinct character: most texts have none to drop
     dropping = {
         c for c in set(text)

@@ -9,9 +9,12 @@ sees only words and punctuation:
 * for English (``a``, ``b``) also: URLs and e-mail addresses, ISO and slashed dates,
   times, fractions and mixed numbers, money, percentages, units after numbers,
   month-day dates, ordinals, ranges, negative and decimal numbers, years, common
-  abbreviations and titles, "&", "+", "=", "@";
+  abbreviations and titles, optional plurals ("file(s)"), "&", "+", "=", "@";
 * for Spanish, French, Italian and Portuguese: fractions and mixed numbers
   ("3/4" -> "3 cuartos"; the G2P reads the digits).
+
+``Normalization`` switches rules off, a kind at a time (Kokoro-FastAPI's
+``normalization_options``: kokoro_ext.serve.compat).
 
 Numbers are spelled by ``num2words``.  The other languages keep their numbers as digits:
 espeak-ng (es, fr, hi, it, pt-br) and misaki's Japanese and Chinese G2P read digits in
@@ -23,11 +26,13 @@ from __future__ import annotations
 import calendar
 import re
 import unicodedata
+import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 from decimal import Decimal
+from functools import partial
+from typing import NamedTuple
 
 from kokoro_ext.text.clean import (  # noqa: F401  (the cleaning's earlier home)
     PLACEHOLDER_RANGE,
@@ -39,11 +44,39 @@ from kokoro_ext.text.clean import (  # noqa: F401  (the cleaning's earlier home)
 )
 from kokoro_ext.text.spans import group, standing_for, sub
 
+
+@dataclass(frozen=True)
+class Normalization:
+    """Which written forms ``spell`` reads as words; each switch turns off exactly its
+    rules, and what they matched goes to the G2P as written.  The default reads them all.
+
+    ``enabled`` False: no rule at all, in any language (the cleaning of
+    kokoro_ext.text.clean still runs).  The others are English rules:
+
+    ``units``    a unit after a number: "10 KB" -> "ten kilobytes", "3/4 km" -> "three
+                 quarters of a kilometer" (off: "ten KB", "three quarters km")
+    ``urls``     "https://example.com/a" -> "example dot com slash a"
+    ``emails``   "bob@example.com" -> "bob at example dot com"
+    ``plurals``  an optional plural: "file(s)" -> "files"
+    ``phones``   "555-1234" -> "five five five, one two three four"
+    ``symbols``  "&", "+", "=", "@" as words, and "#" before a number as "number"
+    """
+
+    enabled: bool = True
+    units: bool = True
+    urls: bool = True
+    emails: bool = True
+    plurals: bool = True
+    phones: bool = True
+    symbols: bool = True
+
+
 # Symbols that have a reading wherever they stand (English); other symbols are dropped.
+# The first four are ``Normalization.symbols``; the others are read whatever it is.
 _SYMBOL_WORDS = {
-    "&": " and ", "+": " plus ", "=": " equals ", "@": " at ", "°": " degrees ",
-    "<": " less than ", ">": " greater than ",
+    "&": " and ", "+": " plus ", "=": " equals ", "@": " at ",
 }  # fmt: skip
+_SIGN_WORDS = {"°": " degrees ", "<": " less than ", ">": " greater than "}
 @dataclass(frozen=True)
 class Currency:
     """A currency sign and its English unit names (singular, plural)."""
@@ -230,9 +263,9 @@ def _is_fraction(num: int, den: int, denominators=FRACTION_DENOMINATORS) -> bool
     return 1 <= num < den and den in denominators
 
 
-def _fraction(m: re.Match, lang: str) -> str:
+def _fraction(m: re.Match, lang: str, units: bool = True) -> str:
     num, den = int(m["num"]), int(m["den"])
-    unit = UNITS.get(m["unit"] or "")
+    unit = UNITS.get(m["unit"] or "") if units else None  # units off: a word like another
     if not _is_fraction(num, den) or (m["unit"] and not m["space"] and not unit):
         return m[0]  # not a fraction, or glued to a word ("1/2x")
     name = {2: "half", 4: "quarter"}.get(den) or ordinal(den, lang).removeprefix("one ")
@@ -315,98 +348,138 @@ def _spell_address(text: str) -> str:
 
 # "p.m." keeps its last period where it ends the sentence
 _AMPM = r"[AaPp]\.?[Mm]\b(?:\.(?!\s+[A-Z]|\s*$))?"
-_Rule = tuple[re.Pattern[str], Callable[[re.Match, str], str]]
+
+
+class _Rule(NamedTuple):
+    """A written form (``pattern``) and its words (``words(match, lang)``)."""
+
+    pattern: re.Pattern[str]
+    words: Callable[[re.Match, str], str]
+    #: the Normalization switch that turns the rule off (None: none does)
+    switch: str | None = None
+    #: its words when ``switch`` is off, if not the text as written
+    otherwise: Callable[[re.Match, str], str] | None = None
+    #: it can match only text with a digit (``spell`` skips it for text without one)
+    digit: bool = True
+
+
 _MONTH_NAMES = "|".join(
     [*MONTHS, *(m[:3] + r"\.?" for m in MONTHS), r"Sept\.?"]
 )
 _UNIT_NAMES = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 _ENGLISH_RULES: list[_Rule] = [
-    (re.compile(r"\bNo\.\s?(?=\d)"), lambda m, lang: "number "),
-    (re.compile(r"#(?=\d)"), lambda m, lang: "number "),
-    (re.compile(r"\b(?:https?://|www\.)[^\s<>\"]+[^\s<>\".,;:!?)]"), _url),
-    (re.compile(r"\b(?P<user>[\w.+-]+)@(?P<domain>[\w-]+(?:\.[\w-]+)+)\b"), _email),
-    (re.compile(r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b"), _iso_date),
-    (
+    _Rule(re.compile(r"\bNo\.\s?(?=\d)"), lambda m, lang: "number "),
+    _Rule(re.compile(r"#(?=\d)"), lambda m, lang: "number ", "symbols"),
+    _Rule(re.compile(r"\b(?:https?://|www\.)[^\s<>\"]+[^\s<>\".,;:!?)]"), _url, "urls", digit=False),
+    _Rule(re.compile(r"\b(?P<user>[\w.+-]+)@(?P<domain>[\w-]+(?:\.[\w-]+)+)\b"), _email, "emails",
+          digit=False),
+    # "file(s)": the plural a reader says
+    _Rule(re.compile(r"(?<=[^\W\d_])\(s\)(?!\w)"), lambda m, lang: "s", "plurals", digit=False),
+    _Rule(re.compile(r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b"), _iso_date),
+    _Rule(
         re.compile(r"(?<![\w/.,])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\w/]|[.,]\d)"),
         _slashed_date,
     ),
     # a word after the fraction: the unit's name if it is one (checked in _fraction: an
     # alternation of every unit would cost milliseconds of every start to compile)
-    (re.compile(_FRACTION + r"(?P<space> ?)(?P<unit>°?[^\W\d_]+(?:/[^\W\d_]+)?)?"), _fraction),
-    (
+    _Rule(re.compile(_FRACTION + r"(?P<space> ?)(?P<unit>°?[^\W\d_]+(?:/[^\W\d_]+)?)?"), _fraction,
+          "units", partial(_fraction, units=False)),
+    _Rule(
         re.compile(
             r"\b(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?"
             rf"(?:\s*(?P<ampm>{_AMPM}))?"
         ),
         _time,
     ),
-    (
+    _Rule(
         re.compile(rf"\b(?P<hour>\d{{1,2}})\s*(?P<ampm>{_AMPM})"),
         lambda m, lang: _time_hour(m, lang),
     ),
-    (  # phone numbers, digit by digit in their groups: 555-1234, (555) 123-4567
+    _Rule(  # phone numbers, digit by digit in their groups: 555-1234, (555) 123-4567
         re.compile(r"(?<![\w-])(?:\(\d{3}\)\s?|\d{3}[-.\s])?\d{3}-\d{4}(?![\w-])"),
         lambda m, lang: ", ".join(digits(g) for g in re.findall(r"\d+", m[0])),
+        "phones",
     ),
-    (
+    _Rule(
         re.compile(
             rf"(?P<sign>[$€£¥₹])\s?(?P<amount>{_NUMBER})"
             rf"(?:\s(?P<scale>{'|'.join(_SCALES)})\b)?"
         ),
         _money,
     ),
-    (
+    _Rule(
         re.compile(rf"(?<![\w.,])(?P<number>[-−]?(?:{_NUMBER}))\s?%"),
         lambda m, lang: _number(m["number"], lang) + " percent",
     ),
-    (re.compile(r"(?<![\w.,])(?P<year>1[1-9]\d0|20\d0)(?P<s>s)\b"), _year),  # not seconds
-    (
+    _Rule(re.compile(r"(?<![\w.,])(?P<year>1[1-9]\d0|20\d0)(?P<s>s)\b"), _year),  # not seconds
+    _Rule(
         re.compile(
             rf"(?<![\w.,])(?P<number>[-−]?(?:{_NUMBER}))\s?(?P<unit>{_UNIT_NAMES})(?![\w/])"
         ),
         _unit,
+        "units",
     ),
-    (
+    _Rule(
         re.compile(rf"\b(?P<month>{_MONTH_NAMES})\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\b"),
         _month_day,
     ),
-    (
+    _Rule(
         re.compile(r"\b(?P<n>\d+)(?:st|nd|rd|th)\b"),
         lambda m, lang: ordinal(int(m["n"]), lang),
     ),
-    (
+    _Rule(
         re.compile(r"(?<![\w.,-])(?P<a>\d+)\s?[-–]\s?(?P<b>\d+)(?![\w-]|[.,]\d)"),
         lambda m, lang: f"{cardinal(m['a'], lang)} to {cardinal(m['b'], lang)}",
     ),
-    (re.compile(r"(?<![\w.,])(?P<year>1[1-9]\d\d|20\d\d)(?P<s>s)?(?![\w]|[.,]\d)"), _year),
-    (re.compile(rf"(?<![\w.,])[-−]?(?:{_NUMBER})(?![\w]|[.,]\d)"), lambda m, lang: _number(m[0], lang)),
-    (  # "Main St." is a street, "St. Louis" a saint
+    _Rule(re.compile(r"(?<![\w.,])(?P<year>1[1-9]\d\d|20\d\d)(?P<s>s)?(?![\w]|[.,]\d)"), _year),
+    _Rule(re.compile(rf"(?<![\w.,])[-−]?(?:{_NUMBER})(?![\w]|[.,]\d)"), lambda m, lang: _number(m[0], lang)),
+    _Rule(  # "Main St." is a street, "St. Louis" a saint
         re.compile(r"\b(?P<name>[A-Z][a-z]+)\s+St\.(?P<end>\s*$)?(?=\s+[a-z\d]|[,;:!?)]|$)"),
         lambda m, lang: group(m, "name") + standing_for(  # "Street" spans "St."
             " Street" + ("." if m["end"] is not None else ""),
             m.string[m.end("name") : m.end()].lstrip(),
         ),
+        digit=False,
     ),
-    (
+    _Rule(
         # "Mr." is a title wherever it stands; "St." only before a name
         re.compile(r"\b(?:(?P<title>" + "|".join(TITLES) + r")\.(?=\s+[A-Z])|"
                    r"(?P<always>Mr|Mrs|Ms|Dr|Prof)\.(?=\s))"),
         lambda m, lang: TITLES[m["title"] or m["always"]],
+        digit=False,
     ),
-    (
+    _Rule(
         re.compile(
             r"(?<![\w.])(?P<abbr>" + "|".join(re.escape(a) for a in ABBREVIATIONS) + r")"
             r"(?:(?P<last>(?=\s*$))|(?P<capital>(?=\s+[A-Z])))?"
         ),
         _abbreviation,
+        digit=False,
     ),
-    (re.compile("[" + re.escape("".join(_SYMBOL_WORDS)) + "]"), lambda m, lang: _SYMBOL_WORDS[m[0]]),
+    _Rule(re.compile("[" + re.escape("".join(_SYMBOL_WORDS)) + "]"), lambda m, lang: _SYMBOL_WORDS[m[0]],
+          "symbols", digit=False),
+    _Rule(re.compile("[" + re.escape("".join(_SIGN_WORDS)) + "]"), lambda m, lang: _SIGN_WORDS[m[0]],
+          digit=False),
 ]
 
 
-# The rules that can match text without a digit: addresses, "Main St.", titles,
+# The rules that can match text without a digit: addresses, "(s)", "Main St.", titles,
 # abbreviations, symbols (tests/test_text_pipeline.py checks the others need one).
-_ENGLISH_RULES_WITHOUT_DIGITS = [_ENGLISH_RULES[i] for i in (2, 3, 19, 20, 21, 22)]
+_ENGLISH_RULES_WITHOUT_DIGITS = [rule for rule in _ENGLISH_RULES if not rule.digit]
+
+
+@functools.cache
+def _english_rules(normalization: Normalization, digit: bool) -> tuple[_Rule, ...]:
+    """The English rules ``normalization`` keeps, for text with a digit or without one,
+    in order; a rule switched off is left out, or gives its ``otherwise`` words."""
+    rules = []
+    for rule in _ENGLISH_RULES if digit else _ENGLISH_RULES_WITHOUT_DIGITS:
+        if rule.switch is not None and not getattr(normalization, rule.switch):
+            if rule.otherwise is None:
+                continue
+            rule = rule._replace(words=rule.otherwise)
+        rules.append(rule)
+    return tuple(rules)
 _SPACES = re.compile(r"[ \t]{2,}")
 
 
@@ -469,24 +542,32 @@ def _other_fraction(m: re.Match, words: FractionWords) -> str:
     return f"{m['whole']} {words.and_} {words.one if num == 1 else num} {name}"
 
 
-def normalize(text: str, lang: str = "a") -> str:
+#: Every rule (the default).
+EVERY_RULE = Normalization()
+
+
+def normalize(text: str, lang: str = "a", normalization: Normalization = EVERY_RULE) -> str:
     """``text`` as words for the G2P of language ``lang`` (a kokoro code: a, b, e, ...).
 
-    See the module docstring for what is spelled out; anything else passes unchanged.
+    See the module docstring for what is spelled out (``normalization``: which of it);
+    anything else passes unchanged.
     """
-    return drop_symbols(spell(unconfuse(clean_unicode(text)), lang), lang)
+    return drop_symbols(spell(unconfuse(clean_unicode(text)), lang, normalization), lang)
 
 
-def spell(text: str, lang: str = "a") -> str:
+def spell(text: str, lang: str = "a", normalization: Normalization = EVERY_RULE) -> str:
     """The written forms of ``text`` as words (fractions; for English all the rules of the
-    module docstring); text already cleaned (kokoro_ext.text.clean)."""
+    module docstring), those ``normalization`` keeps; text already cleaned
+    (kokoro_ext.text.clean)."""
+    if not normalization.enabled:
+        return text
     if lang in FRACTIONS:
         text = sub(_OTHER_FRACTION, lambda m: _other_fraction(m, FRACTIONS[lang]), text)
     if lang in ("a", "b"):
         # rules that need a digit are skipped for text without one (no rule adds digits)
-        rules = _ENGLISH_RULES if re.search(r"\d", text) else _ENGLISH_RULES_WITHOUT_DIGITS
+        rules = _english_rules(normalization, re.search(r"\d", text) is not None)
         # digits after the first rules are words: later rules never see them twice
-        for pattern, rule in rules:
+        for pattern, rule, *_ in rules:
             if pattern.search(text):  # most rules match nothing: no call for them
                 text = sub(pattern, lambda m: rule(m, lang), text)
         text = sub(_SPACES, " ", text)

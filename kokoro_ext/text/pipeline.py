@@ -16,7 +16,8 @@ word's original text (timestamps, captions) is read off it, not guessed.
                      removed, a separator (NUL, ...) between words a word break
   compatibility      clean.compatibility: NFKC, line breaks     (not ja, zh: SKIP_NFKC)
   look-alikes        clean.unconfuse: letters of another script in the word's own
-  normalization      normalize.spell, per language (SPELL): numbers, dates, money, ...
+  normalization      normalize.spell, per language (SPELL): numbers, dates, money, ...;
+                     normalize.Normalization switches its rules off, a kind at a time
   symbols            clean.drop_symbols: no pronunciation, dropped with a warning
   sentence ends      the marks a language ends sentences with (SENTENCE_ENDS: hi, ja, zh)
   other scripts      clean.drop_other_scripts (Latin-script languages: LATIN)
@@ -53,6 +54,7 @@ from kokoro_ext.text.chunking import (
 from kokoro_ext.text.frontend import G2P, Part, carrier, parts, say_as
 from kokoro_ext.text.g2p import phonemes_to_ids
 from kokoro_ext.text.markup import SayAs, Segment, Text
+from kokoro_ext.text.normalize import EVERY_RULE, Normalization
 from kokoro_ext.text.spans import Spanned, sub
 from kokoro_ext.text.timing import OriginalWords, Timing, token_words
 
@@ -228,15 +230,25 @@ SENTENCE_ENDS: dict[str, TextFunction] = {
 LATIN = frozenset("abefip")
 
 
+def _spell(code: str, normalization: Normalization) -> list[TextFunction]:
+    """The normalization pass of ``code`` with ``normalization``'s rules, if any."""
+    if code not in SPELL or not normalization.enabled:
+        return []
+    if normalization == EVERY_RULE:
+        return [SPELL[code]]
+    return [partial(normalize.spell, lang=code, normalization=normalization)]
+
+
 @functools.cache
-def text_passes(code: str) -> tuple[Callable[[Marked], Marked], ...]:
-    """The passes from markup to sentences for the language ``code``, in order."""
+def text_passes(code: str, normalization: Normalization = EVERY_RULE) -> tuple[Callable[[Marked], Marked], ...]:
+    """The passes from markup to sentences for the language ``code``, in order, with
+    the normalization rules ``normalization`` keeps (none: no normalization pass)."""
     return (
         read_say_as(code),
         on_text(partial(clean.invisible, lang=code)),
         *([] if code in SKIP_NFKC else [on_text(clean.compatibility)]),
         on_text(clean.unconfuse),
-        *([on_text(SPELL[code])] if code in SPELL else []),
+        *map(on_text, _spell(code, normalization)),
         on_text(partial(clean.drop_symbols, lang=code)),
         *([on_text(SENTENCE_ENDS[code])] if code in SENTENCE_ENDS else []),
         *([on_text(clean.drop_other_scripts)] if code in LATIN else []),
@@ -352,65 +364,89 @@ def _pack(words: list[Word], limit: int, end: Break | float, first: bool,
 # --- the pipeline ------------------------------------------------------------------------
 
 
-def marked(code: str, text: str, markdown: bool = True) -> Marked:
+def marked(code: str, text: str, markdown: bool = True,
+           normalization: Normalization = EVERY_RULE) -> Marked:
     """The passes up to the segments, cleaned and normalized for the language ``code``."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     doc = terminal_escapes(Source(text, Spanned.of(text), markdown))
-    return cleaned(code, parse_markup(doc).segments, text)
+    return cleaned(code, parse_markup(doc).segments, text, normalization)
 
 
-def cleaned(code: str, segments, original: str = "") -> Marked:
-    """``segments`` through ``text_passes(code)``, one pass after the other, as listed."""
+def cleaned(code: str, segments, original: str = "",
+            normalization: Normalization = EVERY_RULE) -> Marked:
+    """``segments`` through ``text_passes(code, normalization)``, one pass after the
+    other, as listed."""
     doc = Marked(original, tuple(segments))
-    for text_pass in text_passes(code):
+    for text_pass in text_passes(code, _checked(normalization)):
         doc = text_pass(doc)
     return doc
 
 
-def sentences(code: str, text: str, markdown: bool = True) -> Sentences:
+def _checked(normalization: object) -> Normalization:
+    if not isinstance(normalization, Normalization):
+        raise TypeError(
+            f"normalization must be a kokoro_ext.text.normalize.Normalization, got "
+            f"{type(normalization).__name__}"
+        )
+    return normalization
+
+
+def sentences(code: str, text: str, markdown: bool = True,
+              normalization: Normalization = EVERY_RULE) -> Sentences:
     """The passes up to sentences; markup is parsed and the text cleaned now (a
     ValueError for malformed markup is raised here), sentences come lazily."""
-    return split_sentences(code)(marked(code, text, markdown))
+    return split_sentences(code)(marked(code, text, markdown, normalization))
 
 
 class TextPipeline:
     """The text side's one front door, for one language: every pass in order
     (``run(text)`` -> Chunks), or the passes up to one point (``sentences``,
     ``phonemize``).  The G2P (``g2p``, frontend.G2P) starts on the first sentence
-    (misaki English takes about a second)."""
+    (misaki English takes about a second).  ``normalization``: the normalization rules
+    its texts go through (normalize.Normalization; default all), unless a call names
+    others."""
 
-    def __init__(self, lang: str = "a", g2p: G2P | None = None):
+    def __init__(self, lang: str = "a", g2p: G2P | None = None,
+                 normalization: Normalization = EVERY_RULE):
         self.g2p = g2p if g2p is not None else G2P(lang)
         self.language = self.g2p.language
         self.code = self.language.code
+        self.normalization = _checked(normalization)
+
+    def _sentences(self, text: str, markdown: bool, normalization: Normalization | None) -> Sentences:
+        rules = self.normalization if normalization is None else normalization
+        return sentences(self.code, text, markdown, rules)
 
     def run(self, text: str, markdown: bool = True, limit: int = 510,
-            chunking: Chunking | None = None) -> Chunks:
+            chunking: Chunking | None = None, normalization: Normalization | None = None) -> Chunks:
         """``text`` through every pass; chunks of at most ``limit`` phonemes (or as
-        ``chunking`` cuts them)."""
+        ``chunking`` cuts them); ``normalization`` None: the pipeline's."""
         if chunking is None:
             chunking = Chunking(limit, limit)
-        doc = sentences(self.code, text, markdown)
+        doc = self._sentences(text, markdown, normalization)
         return chunks(chunking)(g2p(self.g2p)(doc))
 
-    def sentences(self, text: str, markdown: bool = True) -> Iterator[Part]:
+    def sentences(self, text: str, markdown: bool = True,
+                  normalization: Normalization | None = None) -> Iterator[Part]:
         """``text`` through the passes up to sentences, as Parts, in order.  Markup is
         parsed and the text normalized now (a ValueError for malformed markup is raised
         here); sentences come lazily.  ``markdown=False`` reads text that is not SSML as
         written, not as Markdown."""
-        return sentences(self.code, text, markdown).parts
+        return self._sentences(text, markdown, normalization).parts
 
     def words(self, part: Part | str) -> list[Word]:
         """The G2P pass on one sentence (a str is one plain sentence): its Words."""
         return self.g2p.words(part)
 
-    def phonemize(self, text: str, markdown: bool = True) -> str:
+    def phonemize(self, text: str, markdown: bool = True,
+                  normalization: Normalization | None = None) -> str:
         """The phonemes of all of ``text``: the passes up to G2P, the sentences' phonemes
         joined by a space."""
+        doc = self._sentences(text, markdown, normalization)
         return " ".join(
             "".join(w.phonemes for w in sentence.words).strip()
-            for sentence in g2p(self.g2p)(sentences(self.code, text, markdown)).sentences
+            for sentence in g2p(self.g2p)(doc).sentences
         ).strip()
 
 
@@ -419,9 +455,9 @@ class TextPipeline:
 FrontEnd = TextPipeline
 
 
-def passes(code: str) -> list[str]:
+def passes(code: str, normalization: Normalization = EVERY_RULE) -> list[str]:
     """The names of the passes ``code``'s text goes through, in order (for docs, tests)."""
     names = ["terminal_escapes", "parse_markup"]
-    for text_pass in text_passes(code):
+    for text_pass in text_passes(code, normalization):
         names.append(re.sub(r"_pass$", "", text_pass.__name__))
     return names + ["sentences", "g2p", "chunks", "timing"]

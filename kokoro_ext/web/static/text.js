@@ -211,6 +211,7 @@ const RULES = [
     (m) => spellAddress(m[0].replace(/^(https?:\/\/)?(www\.)?/, "").replace(/\/+$/, ""))],
   [r(`\\b(?<user>[${W}.+-]+)@(?<domain>[${W}-]+(?:\\.[${W}-]+)+)\\b`),
     (m) => spellAddress(m.groups.user) + " at " + spellAddress(m.groups.domain)],
+  [r(`(?<=\\p{L})\\(s\\)(?![${W}])`), () => "s"],  // "file(s)": the plural a reader says
   [r("\\b(?<y>\\d{4})-(?<m>\\d{2})-(?<d>\\d{2})\\b"), (m, lang) => {
     const [y, mo, d] = [+m.groups.y, +m.groups.m, +m.groups.d];
     return 1 <= mo && mo <= 12 && 1 <= d && d <= 31 ? dateWords(mo, d, y, lang) : m[0];
@@ -316,7 +317,7 @@ function normalize(text, lang) {
     const out = m[0].normalize("NFKC");
     return out.includes("\u2044") && /\d/.test(text.text[m.index - 1] ?? "") ? " " + out : out;
   });
-  const rules = /\d/.test(text.text) ? RULES : RULES.filter((_, i) => [2, 3, 19, 20, 21, 22].includes(i));
+  const rules = /\d/.test(text.text) ? RULES : RULES.filter((_, i) => [2, 3, 4, 20, 21, 22, 23].includes(i));
   for (const [pattern, rule] of rules) text = text.sub(pattern, (m) => rule(m, lang));
   // clean.drop_symbols: symbols and emoji with no reading out (currency signs, % kept)
   text = text.sub(/[\ufe0e\ufe0f\u{1f3fb}-\u{1f3ff}]/gu, () => "");
