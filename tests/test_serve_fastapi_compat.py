@@ -19,9 +19,9 @@ import openai
 import pytest
 
 from kokoro_ext import Synthesizer
-from kokoro_ext.run.voices import VoiceDirectory
+from kokoro_ext.run.voices import NamedVoice, VoiceDirectory
 from kokoro_ext.serve import ServerOptions, create_app
-from kokoro_ext.serve import audio, compat
+from kokoro_ext.serve import audio, compat, tags
 from kokoro_ext.serve.__main__ import parse_args
 from kokoro_ext.serve.app import chunk_phonemes
 from kokoro_ext.serve.compat import KOKORO_FASTAPI_VOICES, MODELS, NAMESAKE_VOICES, torch_file
@@ -389,16 +389,117 @@ def test_normalization_options_of_the_wrong_type_are_refused(server):
     assert speech(url, input="Hi.", normalization_options={"other": "x"}).status_code == 200
 
 
-def test_voice_aliases_and_the_fields_not_taken(server, synth, voices):
+def test_voice_aliases(server, synth, voices):
     url, _ = server
     aliased = speech(url, voice="Narrator", input="Hi.", voice_aliases={"narrator": "af_bella"})
     assert aliased.content == _encoded(synth.stream("Hi.", pack(voices, "af_bella")))
     paced = speech(url, voice="slow", input="Hi.", voice_aliases={"slow": {"voice": "af_bella", "rate": 0.5}})
     assert paced.content == _encoded(synth.stream("Hi.", pack(voices, "af_bella"), speed=0.5))
-    for field, words in (("allow_voice_tags", "tags"), ("ssml", "<speak>"), ("return_timing", "timing")):
-        refused = speech(url, **{field: True})
-        assert refused.status_code == 400 and words in refused.json()["error"]["message"], field
-        assert speech(url, **{field: False}).status_code == 200
+
+
+# --- [voice:NAME], [rate:X] and [pause:Xs] tags -----------------------------------------------
+
+
+def rest(synth: Synthesizer, text: str, voice, speed: float = 1.0) -> bytes:
+    """``text`` as a part after a request's first chunk is sent (pcm)."""
+    return _encoded(synth.stream(text, voice, speed, chunk_limit=ServerOptions().chunk_phonemes))
+
+
+def silence(seconds: float) -> bytes:
+    return bytes(2 * int(seconds * audio.SAMPLE_RATE))
+
+
+def test_tags_speak_each_part_in_its_voice_with_pauses_as_silence(server, synth, voices):
+    url, _ = server
+    heart, bella, sky = (pack(voices, name) for name in ("af_heart", "af_bella", "af_sky"))
+    text = "Hello there. [voice:echo] Hi, I am Bella. [pause:0.5s] Bye. [voice: af_sky ] [rate:2] Quick."
+    response = speech(url, input=text, allow_voice_tags=True)
+    assert response.status_code == 200, response.text
+    # each part as it is spoken alone (only the request's first chunk is cut short), the
+    # pause as its silence: echo is Kokoro-FastAPI's af_bella, [rate:2] twice the speed
+    expected = (served(synth, "Hello there.", heart) + rest(synth, "Hi, I am Bella.", bella)
+                + silence(0.5) + rest(synth, "Bye.", bella) + rest(synth, "Quick.", sky, 2.0))
+    assert response.content == expected
+    # a blend, and a voice alias with its pace, in tags; the request speed scales the paces
+    aliased = speech(url, input="[voice:Narrator] Hi. [voice:af_bella+af_sky] Hi.", allow_voice_tags=True,
+                     speed=2.0, voice_aliases={"narrator": {"voice": "af_bella", "rate": 0.5}})
+    mix = ((bella.astype(np.float64) + sky) / 2).astype(np.float32)
+    assert aliased.content == served(synth, "Hi.", bella) + rest(synth, "Hi.", mix, 2.0)
+    # each part in its voice's language, unless lang_code
+    emma = NamedVoice(pack(voices, "bf_emma"), "bf_emma", "b")
+    british = speech(url, input="[voice:bf_emma] The water.", allow_voice_tags=True)
+    assert british.content == served(synth, "The water.", emma)
+    american = speech(url, input="[voice:bf_emma] The water.", allow_voice_tags=True, lang_code="a")
+    assert american.content == served(synth, "The water.", dataclasses.replace(emma, language="a"))
+    # a whole file, in another format, is the same audio
+    whole = speech(url, input=text, allow_voice_tags=True, stream=False, response_format="wav")
+    assert whole.status_code == 200 and whole.content[44:] == expected
+
+
+def test_without_allow_voice_tags_pauses_are_read_and_voice_tags_are_text(server, synth, voices):
+    url, _ = server
+    heart = pack(voices, "af_heart")
+    paused = speech(url, input="Hello. [pause:0.25s] Bye.")  # Kokoro-FastAPI reads pauses always
+    assert paused.content == served(synth, "Hello.", heart) + silence(0.25) + rest(synth, "Bye.", heart)
+    plain = speech(url, input="Hello. [voice:af_bella] Bye.")
+    assert plain.status_code == 200
+    assert plain.content != speech(url, input="Hello. [voice:af_bella] Bye.", allow_voice_tags=True).content
+    assert speech(url, input="[pause:1]", allow_voice_tags=False).status_code == 200  # spoken as written
+
+
+def test_captioned_timestamps_run_on_across_the_parts_and_name_the_voice(server):
+    url, _ = server
+    body = {"input": "Hello there. [pause:0.5s] [voice:af_bella] Bye now.", "response_format": "pcm",
+            "allow_voice_tags": True, "stream": False}
+    reply = httpx.post(f"{url}/dev/captioned_speech", json=body, timeout=120).json()
+    words = reply["timestamps"]
+    assert [(w["word"], w["voice"]) for w in words] == [
+        ("Hello", "af_heart"), ("there.", "af_heart"), ("Bye", "af_bella"), ("now.", "af_bella")]
+    first = httpx.post(f"{url}/dev/captioned_speech", timeout=120,
+                       json={**body, "input": "Hello there.", "allow_voice_tags": False}).json()
+    first_seconds = len(base64.b64decode(first["audio"])) / 2 / audio.SAMPLE_RATE
+    assert words[2]["start_time"] >= first_seconds + 0.5  # after the first part and the pause
+    assert all(a["end_time"] <= b["start_time"] + 1e-6 for a, b in zip(words, words[1:]))
+    assert "voice" not in first["timestamps"][0]  # without tags, as Kokoro-FastAPI answers
+    lines = httpx.post(f"{url}/dev/captioned_speech", json={**body, "stream": True}, timeout=120)
+    streamed = [w for line in lines.text.splitlines() if line for w in json.loads(line)["timestamps"]]
+    assert streamed == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Hi [voice:af_nobody] there.", "[voice:af_nobody]: unknown voice"),
+    ("Hi [voice:] there.", "malformed tag '[voice:]'"),
+    ("Hi [pause:1] there.", "malformed tag '[pause:1]'"),
+    ("Hi [rate:fast] there.", "malformed tag '[rate:fast]'"),
+    ("Hi [voice:@x] there.", "malformed tag '[voice:@x]'"),
+])
+def test_bad_tags_are_refused_before_any_audio(server, text, words):
+    url, _ = server
+    for path in ("/v1/audio/speech", "/dev/captioned_speech"):
+        refused = httpx.post(f"{url}{path}", json={"input": text, "allow_voice_tags": True}, timeout=60)
+        assert refused.status_code == 400, (path, refused.text)
+        assert words in refused.json()["detail"]["message"], refused.text
+
+
+def test_tags_split_as_kokoro_fastapi_splits_them():
+    resolve = {"a": ("A", None), "n": ("B", 0.5)}.__getitem__
+    parts = tags.split("x [pause:100s] y [voice:n] z [rate:2] w [voice:a] [rate:9] v", "D", True, resolve)
+    assert parts == [tags.Speak("D", 1.0, "x"), tags.Pause(60.0), tags.Speak("D", 1.0, "y"),
+                     tags.Speak("B", 0.5, "z"), tags.Speak("B", 1.0, "w"), tags.Speak("A", 4.0, "v")]
+    # parts of one voice and pace are one; [pause:0s] is nothing
+    assert tags.split("x [voice:a] y [pause:0s] z", "A", True, resolve) == [tags.Speak("A", 1.0, "x y"),
+                                                                          tags.Speak("A", 1.0, "z")]
+    assert tags.split("x [voice:a] y", "D", False) == [tags.Speak("D", 1.0, "x [voice:a] y")]
+
+
+def test_voice_tags_off_on_the_server_is_kokoro_fastapis_403(synth, voices):
+    app = create_app(ServerOptions(voices=voices, warmup=False, voice_tags=False), synth)
+    with running(app) as (url, _):
+        refused = speech(url, input="[voice:af_bella] Hi.", allow_voice_tags=True)
+        assert refused.status_code == 403
+        assert refused.json()["detail"] == {"error": "permission_denied", "type": "permission_error",
+                                            "message": "Voice tags are disabled on this server"}
+        assert speech(url, input="Hi. [pause:0.1s] Bye.").status_code == 200
 
 
 def test_long_input_is_chunked_not_refused(server):

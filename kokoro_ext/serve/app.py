@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import hmac
 import json
 import logging
@@ -52,9 +53,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+import numpy as np
+
 from kokoro_ext.run.errors import BadInput, NothingToSay, TooLong
+from kokoro_ext.run.pipeline import Trace
+from kokoro_ext.run.synthesizer import Chunk
 from kokoro_ext.run.voices import Blend, NamedVoice, VoiceDirectory
-from kokoro_ext.serve import audio, compat
+from kokoro_ext.serve import audio, compat, tags
 from kokoro_ext.serve.compat import DEFAULT_MODEL, DEFAULT_VOICE, MODELS, Downloads
 from kokoro_ext.serve.scheduler import END, Job, QueueFull, Scheduler
 from kokoro_ext.text.g2p import phonemes_to_ids
@@ -116,6 +121,14 @@ class ServerOptions:
     # chunk_phonemes: never cut.
     first_chunk_phonemes: int = 16
     warmup: bool = True  # synthesize a word at startup, so the first request is not slower
+    # Kokoro-FastAPI's enable_voice_tags: a request's allow_voice_tags and /dev/dialogue
+    # (off: 403), for deployments that pass untrusted text on
+    voice_tags: bool = True
+    ssml: bool = True  # its enable_ssml: a request's ssml and /dev/ssml (off: 403)
+    max_pause: float = 60.0  # its max_pause_duration_s: a longer [pause:Xs] is this long
+    # its allow_dev_unload: POST /dev/unload drops the loaded build (off: 403); the next
+    # request loads it again
+    allow_dev_unload: bool = False
 
 
 def chunk_phonemes(index: int, options: ServerOptions) -> int:
@@ -148,7 +161,7 @@ class HTTPError(Exception):
         self.schema, self.code = schema, code
 
     def body(self) -> dict:
-        kind = {401: "authentication_error", 503: "server_busy"}.get(
+        kind = {401: "authentication_error", 403: "permission_error", 503: "server_busy"}.get(
             self.status, "invalid_request_error" if self.status < 500 else "server_error"
         )
         code = self.code or {401: "unauthorized", 404: "not_found", 503: "server_busy"}.get(
@@ -204,6 +217,11 @@ class SpeechRequest:
     download_format: str | None = None  # return_download_link: the file's format
     # normalization_options: which written forms are read as words (Kokoro-FastAPI's defaults)
     normalization: Normalization = compat.DEFAULT_NORMALIZATION
+    # the input's parts (kokoro_ext.serve.tags): Speak parts in their voices (Blends) and
+    # paces, and Pause parts; None: the input in ``voice``, as it is
+    parts: list | None = None
+    voice_tags: bool = False  # allow_voice_tags: captions name each word's voice
+    return_timing: bool = False  # with a download link: a JSON of each chunk's times beside it
 
 
 def parse_speech(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
@@ -255,14 +273,13 @@ def _format(payload: dict, name: str, default: str | None) -> str | None:
     return value
 
 
-#: Kokoro-FastAPI's fields that switch on what this server does not do: refused when on.
-_NOT_TAKEN = {
-    "allow_voice_tags": "[voice:name] tags in the input are not supported: send one "
-                        "request per voice",
-    "ssml": "'ssml' is not needed here: an input that starts with <speak> is read as SSML",
-    "return_timing": "per-chunk timing files are not written: /dev/captioned_speech gives "
-                     "each word's times",
-}  # fmt: skip
+def _permission(message: str) -> HTTPError:
+    """Kokoro-FastAPI's 403 for a feature its server settings turn off."""
+    return HTTPError(403, message, code="permission_denied")
+
+
+VOICE_TAGS_OFF = "Voice tags are disabled on this server"
+SSML_OFF = "SSML translation is disabled on this server"
 
 
 def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
@@ -298,11 +315,23 @@ def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions
     voice = _optional(payload, "voice", DEFAULT_VOICE)
     if isinstance(voice, dict) and set(voice) == {"id"}:  # OpenAI's {"id": "voice_..."} form
         voice = voice["id"]
-    voice, rate = _alias(voice, payload.get("voice_aliases"))
-    if rate is not None:  # an alias's own pace scales the request's
+    voice_tags = _flag(payload, "allow_voice_tags", False)
+    if voice_tags and not options.voice_tags:
+        raise _permission(VOICE_TAGS_OFF)
+    if _flag(payload, "ssml", False):  # Kokoro-FastAPI's SSML translation onto the tags
+        if not options.ssml:
+            raise _permission(SSML_OFF)
+        if not voice_tags:
+            raise HTTPError(400, "SSML input requires allow_voice_tags=true, the translation "
+                            "emits [voice:] and [rate:] spans", "ssml")
+        text = tags.ssml_to_tags(text, voice if isinstance(voice, str) else "", True, options.max_pause)
+    aliases = payload.get("voice_aliases")
+    voice, rate = _alias(voice, aliases)
+    if rate is not None and not voice_tags:  # an alias's own pace scales the request's
         speed = min(max(speed * rate, SPEED_RANGE[0]), SPEED_RANGE[1])
     # by name, OpenAI's alias or a blend of those only, never a path
     blend = voices.blend(voice)
+    parts = _parts(text, blend, voice_tags, aliases, rate, voices, options)
     # the range is the Synthesizer's (kokoro_ext.run.synthesizer.SPEED_RANGE), checked there
     stream_format = _optional(payload, "stream_format", "audio")
     if stream_format not in STREAM_FORMATS:
@@ -320,9 +349,7 @@ def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions
         download_format = None
     elif download_format is None:
         download_format = response_format
-    for name, why in _NOT_TAKEN.items():
-        if _flag(payload, name, False):
-            raise HTTPError(400, f"'{name}': true is not supported: {why}", name)
+    return_timing = _flag(payload, "return_timing", False)
     lang_code = _optional(payload, "lang_code", None)
     if lang_code is not None:
         try:
@@ -335,7 +362,29 @@ def _speech_fields(payload: dict, voices: VoiceDirectory, options: ServerOptions
                         "volume_multiplier", schema=True)
     normalization = _normalization(payload)
     return SpeechRequest(text, blend, response_format, speed, stream_format, markdown, stream,
-                         lang_code, float(volume), download_format, normalization)
+                         lang_code, float(volume), download_format, normalization, parts,
+                         voice_tags, return_timing)
+
+
+def _parts(text: str, blend: Blend, voice_tags: bool, aliases: object, rate: float | None,
+           voices: VoiceDirectory, options: ServerOptions) -> list | None:
+    """The input's Speak and Pause parts (kokoro_ext.serve.tags), each voice tag's voice
+    checked here, before any audio; None for an input without tags read as one (or an
+    SSML document, read as SSML)."""
+    if tags.is_ssml(text) or not (voice_tags or tags.PAUSE_TAG.search(text)):
+        return None
+
+    def resolve(name: str) -> tuple[Blend, float | None]:
+        name = name.replace(" ", "")
+        if not name:
+            raise tags.BadTag("the tag [voice:] names no voice")
+        target, pace = _alias(name, aliases)
+        try:
+            return voices.blend(target), pace
+        except BadInput as error:
+            raise tags.BadTag(f"the tag [voice:{name}]: {error}") from None
+
+    return tags.split(text, blend, voice_tags, resolve, rate if voice_tags else None, options.max_pause)
 
 
 def _alias(voice: object, aliases: object) -> tuple[object, float | None]:
@@ -589,8 +638,9 @@ class SpeechStream:
         chunk = first
         while chunk is not END:
             if wanted:
-                pending += [{"word": w.text, "start_time": w.start, "end_time": w.end}
-                            for w in chunk.words]
+                voice = getattr(chunk, "voice", None) if self.captioned.speech.voice_tags else None
+                pending += [{"word": w.text, "start_time": w.start, "end_time": w.end,
+                             **({"voice": voice} if voice else {})} for w in chunk.words]
             samples = self.audio_of(chunk)
             data = await _encode(encoder.feed, samples, self.format)
             await self.save(data, samples)
@@ -731,17 +781,12 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
                 spec = wanted.speech
             else:
                 wanted, spec = None, parse_speech(body, voices, options)
-            voice = voices.voice(spec.voice)
-            if spec.lang_code is not None:  # Kokoro-FastAPI's lang_code: read in that language
-                voice = NamedVoice(voice.pack, voice.name, spec.lang_code)
-            # the Synthesizer checks the speed and the text here, before any chunk
-            chunks = state.synthesizer.stream(
-                spec.input, voice, spec.speed,
-                chunk_limit=lambda index: chunk_phonemes(index, options),
-                normalization=spec.normalization,
-                # only when asked: a synthesizer without the option still serves the rest
-                **({} if spec.markdown else {"markdown": False}),
-            )
+            if spec.parts is None:
+                # the Synthesizer checks the speed and the text here, before any chunk
+                chunks = _stream(state.synthesizer, spec.input, _voice(voices, spec.voice, spec),
+                                 spec.speed, spec, lambda index: chunk_phonemes(index, options))
+            else:
+                chunks = _part_chunks(state.synthesizer, spec, voices, options)
             if spec.download_format is not None:
                 download = (state.downloads.new(spec.download_format), spec.download_format)
             job = submit(state, chunks, len(spec.input))
@@ -912,6 +957,88 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     if api_key:
         middleware.append(Middleware(APIKeyMiddleware, api_key=api_key))
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def _voice(voices: VoiceDirectory, blend: Blend, spec: SpeechRequest) -> NamedVoice:
+    voice = voices.voice(blend)
+    if spec.lang_code is not None:  # Kokoro-FastAPI's lang_code: read in that language
+        voice = NamedVoice(voice.pack, voice.name, spec.lang_code)
+    return voice
+
+
+def _stream(synthesizer: Any, text: str, voice: NamedVoice, speed: float, spec: SpeechRequest, limit):
+    return synthesizer.stream(
+        text, voice, speed, chunk_limit=limit, normalization=spec.normalization,
+        # only when asked: a synthesizer without the option still serves the rest
+        **({} if spec.markdown else {"markdown": False}),
+    )
+
+
+@dataclass
+class PartChunk(Chunk):
+    """A chunk of a tagged input: ``voice`` is the name of the voice that speaks it."""
+
+    voice: str | None = None
+
+
+def _silence(seconds: float, index: int) -> PartChunk:
+    """A [pause:Xs] as a chunk of that many seconds of silence (whole samples, rounded
+    down, as Kokoro-FastAPI makes it)."""
+    samples = np.zeros(int(seconds * audio.SAMPLE_RATE), dtype=np.float32)
+    trace = Trace(samples, np.zeros(0, np.int64), tokens=0, frames=0)
+    return PartChunk(text="", phonemes="", audio=samples, pause=0.0, index=index, seed=0, trace=trace)
+
+
+def _part_chunks(synthesizer: Any, spec: SpeechRequest, voices: VoiceDirectory, options: ServerOptions):
+    """The chunks of a tagged input's parts, in order: each Speak part as its own
+    ``stream`` would give it (seed 0, in its voice, at ``speed`` times its pace) and each
+    Pause as silence; words' times run on across the parts.  Every part's stream is made
+    now, so that its text's errors (markup) are the request's 400 before any audio; the
+    chunk limits count the request's chunks (only the first is cut short).  A part with
+    nothing to say adds nothing; an input none of whose parts says anything is refused."""
+    done = [0]  # chunks yielded so far
+    plans: list = []
+    named: dict[Blend, NamedVoice] = {}
+    for part in spec.parts:
+        if isinstance(part, tags.Pause):
+            plans.append(part)
+            continue
+        if part.voice not in named:
+            named[part.voice] = _voice(voices, part.voice, spec)
+        speed = tags.clamp_rate(spec.speed * part.rate)
+        stream = _stream(synthesizer, part.text, named[part.voice], speed, spec,
+                         lambda index: chunk_phonemes(index + done[0], options))
+        plans.append((stream, named[part.voice].name))
+    return _chained(plans, done, any(isinstance(p, tags.Pause) for p in plans))
+
+
+def _chained(plans: list, done: list[int], silent_ok: bool):
+    offset = 0  # samples before the next chunk
+    said = False
+    for plan in plans:
+        if isinstance(plan, tags.Pause):
+            chunk = _silence(plan.seconds, done[0])
+        else:
+            stream, name = plan
+            try:
+                for piece in stream:
+                    start = offset / audio.SAMPLE_RATE
+                    words = tuple(dataclasses.replace(w, start=w.start + start, end=w.end + start)
+                                  for w in piece.words)
+                    fields = {f.name: getattr(piece, f.name) for f in dataclasses.fields(Chunk)}
+                    chunk = PartChunk(**{**fields, "index": done[0], "words": words}, voice=name)
+                    offset += len(chunk.audio) + round(chunk.pause * audio.SAMPLE_RATE)
+                    done[0] += 1
+                    said = True
+                    yield chunk
+            except NothingToSay:
+                continue  # Kokoro-FastAPI skips a part with nothing to say
+            continue
+        offset += len(chunk.audio)
+        done[0] += 1
+        yield chunk
+    if not said and not silent_ok:
+        raise NothingToSay("nothing to say: the input's parts have no words")
 
 
 def _query_flag(request: Request, name: str) -> bool | Response:
