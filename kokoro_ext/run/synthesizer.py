@@ -190,6 +190,19 @@ class Synthesizer:
         for name in sorted(self.manifest.stages, key=list(contract.STAGES).index):
             self._stage(name)
 
+    def unload(self) -> None:
+        """Drop every loaded stage, its code and weights, so that their memory can be
+        returned; each loads again on its next use.  Not while another thread synthesizes
+        (kokoro_ext.serve runs it as a job of its own, between chunks)."""
+        for name in list(self._runners):
+            with self._load_locks[name]:
+                self._runners.pop(name, None)
+
+    @property
+    def loaded(self) -> list[str]:
+        """The stages loaded now."""
+        return sorted(self._runners)
+
     def _pipeline(self, voice: Voice = None) -> TextPipeline:
         # a blend's or NamedVoice's language is that of its voices' names
         code = resolve_language(self.lang or voice_language(voice), voice).code
