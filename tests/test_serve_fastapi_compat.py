@@ -14,6 +14,7 @@ import wave
 from pathlib import Path
 
 import httpx
+import kokoro_ext
 import numpy as np
 import openai
 import pytest
@@ -492,14 +493,129 @@ def test_tags_split_as_kokoro_fastapi_splits_them():
     assert tags.split("x [voice:a] y", "D", False) == [tags.Speak("D", 1.0, "x [voice:a] y")]
 
 
-def test_voice_tags_off_on_the_server_is_kokoro_fastapis_403(synth, voices):
-    app = create_app(ServerOptions(voices=voices, warmup=False, voice_tags=False), synth)
+# --- /dev/dialogue ----------------------------------------------------------------------------
+
+
+def test_dialogue_is_the_turns_as_tags(server, synth, voices):
+    url, _ = server
+    body = {"turns": [{"voice": "af_heart", "text": " Hello there. "}, {"voice_id": "echo", "text": "Hi."},
+                      {"voice": "af_sky", "text": "Bye."}],
+            "pause_between_turns": 0.25, "response_format": "pcm"}
+    response = httpx.post(f"{url}/dev/dialogue", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    heart, bella, sky = (pack(voices, name) for name in ("af_heart", "af_bella", "af_sky"))
+    assert response.content == (served(synth, "Hello there.", heart) + silence(0.25) + rest(synth, "Hi.", bella)
+                                + silence(0.25) + rest(synth, "Bye.", sky))
+    tagged = speech(url, input="[voice:af_heart] Hello there. [pause:0.25s] [voice:echo] Hi. [pause:0.25s] "
+                    "[voice:af_sky] Bye.", allow_voice_tags=True)
+    assert tagged.content == response.content
+    # "inputs" is its other name; no pause: the turns follow each other; the speech fields apply
+    follow = httpx.post(f"{url}/dev/dialogue", timeout=120, json={
+        "inputs": body["turns"][:2], "response_format": "wav", "stream": False, "speed": 2.0})
+    assert follow.status_code == 200 and "content-length" in follow.headers
+    assert follow.content[44:] == served(synth, "Hello there.", heart, speed=2.0) + rest(synth, "Hi.", bella, 2.0)
+
+
+@pytest.mark.parametrize("body", [
+    {}, {"turns": []}, {"turns": [{"voice": "af_heart"}]}, {"turns": [{"voice": "af_heart", "text": "  "}]},
+    {"turns": [{"voice": "af_heart]", "text": "Hi."}]},
+    {"turns": [{"voice": "af_heart", "text": "Hi."}], "pause_between_turns": 11},
+])
+def test_dialogue_bodies_off_its_schema_are_422(server, body):
+    url, _ = server
+    refused = httpx.post(f"{url}/dev/dialogue", json=body, timeout=60)
+    assert refused.status_code == 422, refused.text
+
+
+def test_dialogue_unknown_voice_is_400_naming_its_tag(server):
+    url, _ = server
+    refused = httpx.post(f"{url}/dev/dialogue", timeout=60,
+                         json={"turns": [{"voice": "af_heart", "text": "Hi."}, {"voice": "af_nobody", "text": "Hi."}]})
+    assert refused.status_code == 400 and "[voice:af_nobody]" in refused.json()["detail"]["message"]
+
+
+# --- SSML: ssml: true and /dev/ssml ---------------------------------------------------------------
+
+
+SSML = ('<speak>Hello <break time="250ms"/> <voice name="echo">Hi <prosody rate="x-fast">there</prosody>'
+        '</voice> <sub alias="Doctor">Dr</sub><desc>a sigh</desc> <emphasis>now</emphasis>.</speak>')
+
+
+def test_ssml_is_translated_onto_the_tags_as_kokoro_fastapi(server, synth, voices):
+    url, _ = server
+    translated = httpx.post(f"{url}/dev/ssml", json={"text": SSML, "voice": "af_heart"}, timeout=60).json()
+    assert translated == {"text": "Hello [pause:0.25s] [voice:echo] Hi [rate:1.5] there [rate:1.0] "
+                                  "[voice:af_heart] Doctor now."}
+    # without a voice, <voice> and <prosody> are their text; text that is not SSML is as it is
+    plain = httpx.post(f"{url}/dev/ssml", json={"text": SSML}, timeout=60).json()["text"]
+    assert plain == "Hello [pause:0.25s] Hi there Doctor now."
+    assert httpx.post(f"{url}/dev/ssml", json={"text": "Hi <b>."}, timeout=60).json() == {"text": "Hi <b>."}
+    # ssml: true reads that translation with the tags
+    spoken = speech(url, input=SSML, ssml=True, allow_voice_tags=True)
+    assert spoken.status_code == 200, spoken.text
+    assert spoken.content == speech(url, input=translated["text"], allow_voice_tags=True).content
+    heart, bella = pack(voices, "af_heart"), pack(voices, "af_bella")
+    assert spoken.content == (served(synth, "Hello", heart) + silence(0.25) + rest(synth, "Hi", bella)
+                              + rest(synth, "there", bella, 1.5) + rest(synth, "Doctor now.", heart))
+
+
+def test_ssml_errors_and_capabilities(server):
+    url, _ = server
+    refused = speech(url, input=SSML, ssml=True)  # the translation needs the tags
+    assert refused.status_code == 400 and "allow_voice_tags=true" in refused.json()["detail"]["message"]
+    for bad in ("<speak>Hi <break>", '<!DOCTYPE speak [<!ENTITY a "b">]><speak>&a;</speak>',
+                "<speak>" + "<p>" * 12 + "Hi" + "</p>" * 12 + "</speak>"):
+        for response in (speech(url, input=bad, ssml=True, allow_voice_tags=True),
+                         httpx.post(f"{url}/dev/ssml", json={"text": bad}, timeout=60)):
+            assert response.status_code == 400 and "Malformed SSML" in response.json()["detail"]["message"]
+    assert httpx.post(f"{url}/dev/ssml", json={"voice": "af_heart"}, timeout=60).status_code == 422
+    capabilities = httpx.get(f"{url}/dev/ssml", timeout=60).json()
+    assert set(capabilities["elements"]) == {"speak", "break", "voice", "prosody", "phoneme", "sub", "desc"}
+    assert "emphasis" in capabilities["ignored"] and capabilities["rate_range"] == [0.25, 4.0]
+    assert capabilities["break_strengths"]["strong"] == 1.0 and capabilities["prosody_rates"]["slow"] == 0.75
+
+
+# --- the server's switches: voice tags, SSML, /dev/unload, /debug --------------------------------
+
+
+def test_switched_off_features_are_kokoro_fastapis_403s(synth, voices):
+    app = create_app(ServerOptions(voices=voices, warmup=False, voice_tags=False, ssml=False), synth)
     with running(app) as (url, _):
         refused = speech(url, input="[voice:af_bella] Hi.", allow_voice_tags=True)
         assert refused.status_code == 403
         assert refused.json()["detail"] == {"error": "permission_denied", "type": "permission_error",
                                             "message": "Voice tags are disabled on this server"}
-        assert speech(url, input="Hi. [pause:0.1s] Bye.").status_code == 200
+        dialogue = {"turns": [{"voice": "af_heart", "text": "Hi."}]}
+        assert httpx.post(f"{url}/dev/dialogue", json=dialogue, timeout=60).status_code == 403
+        assert httpx.post(f"{url}/dev/dialogue", json={}, timeout=60).status_code == 422  # the schema first
+        for response in (httpx.get(f"{url}/dev/ssml"), httpx.post(f"{url}/dev/ssml", json={"text": "Hi."}),
+                         speech(url, input=SSML, ssml=True)):
+            assert response.status_code == 403
+            assert response.json()["detail"]["message"] == "SSML translation is disabled on this server"
+        assert speech(url, input="Hi. [pause:0.1s] Bye.").status_code == 200  # pauses are always read
+
+
+def test_unload_is_403_unless_allowed_and_then_drops_the_build(server, synth, voices):
+    url, _ = server
+    refused = httpx.post(f"{url}/dev/unload", timeout=60)
+    assert refused.status_code == 403 and refused.json()["detail"]["error"] == "The /dev/unload endpoint is disabled"
+    for name in ("threads", "storage", "system"):
+        debug = httpx.get(f"{url}/debug/{name}", timeout=60)
+        assert debug.status_code == 403 and debug.json()["detail"]["error"] == "Debug endpoints are disabled"
+    before = speech(url, input="Hi.").content
+    app = create_app(ServerOptions(voices=voices, warmup=False, allow_dev_unload=True), synth)
+    with running(app) as (other, _):
+        assert speech(other, input="Hi.").status_code == 200 and synth.loaded
+        assert httpx.post(f"{other}/dev/unload", timeout=60).json() == {"status": "unloaded"}
+        assert synth.loaded == []
+        assert speech(other, input="Hi.").content == before  # loaded again, the same audio
+        assert synth.loaded
+
+
+def test_web_config_is_kokoro_fastapis(server):
+    url, _ = server
+    config = httpx.get(f"{url}/web/config", timeout=60).json()
+    assert config == {"root_path": "", "version": kokoro_ext.__version__}
 
 
 def test_long_input_is_chunked_not_refused(server):
@@ -606,6 +722,10 @@ def test_command_line_defaults_and_options():
                              "--openai-voices", "namesake", "--max-input-chars", "5000"])
     assert (options.host, options.cors) == ("0.0.0.0", ("http://a.example", "*"))
     assert (options.openai_voices, options.max_input_chars) == ("namesake", 5000)
+    # Kokoro-FastAPI's settings' defaults: voice tags and SSML on, 60 s pauses, no unloading
+    assert (options.voice_tags, options.ssml, options.max_pause, options.allow_dev_unload) == (True, True, 60.0, False)
+    options, _ = parse_args(["--no-voice-tags", "--no-ssml", "--max-pause", "5", "--allow-dev-unload"])
+    assert (options.voice_tags, options.ssml, options.max_pause, options.allow_dev_unload) == (False, False, 5.0, True)
 
 
 @pytest.mark.parametrize("name", ["Dockerfile.cpu", "Dockerfile.cuda"])

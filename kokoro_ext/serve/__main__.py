@@ -64,6 +64,18 @@ def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
     p.add_argument("--workers", type=int, default=1,
                    help="uvicorn worker processes, each a replica with its own memory "
                    "(default: %(default)s)")
+    p.add_argument("--no-voice-tags", dest="voice_tags", action="store_false",
+                   help="refuse allow_voice_tags and /dev/dialogue with 403, as Kokoro-FastAPI's "
+                   "ENABLE_VOICE_TAGS=false does, for text from untrusted sources (default: allowed)")
+    p.add_argument("--no-ssml", dest="ssml", action="store_false",
+                   help="refuse ssml: true and /dev/ssml with 403, as Kokoro-FastAPI's "
+                   "ENABLE_SSML=false does (default: allowed)")
+    p.add_argument("--max-pause", type=float, default=d.max_pause,
+                   help="longest [pause:Xs], in seconds: a longer one is this long "
+                   "(default: %(default)s, Kokoro-FastAPI's)")
+    p.add_argument("--allow-dev-unload", action="store_true",
+                   help="serve POST /dev/unload (drop the loaded build until the next request), "
+                   "as Kokoro-FastAPI's ALLOW_DEV_UNLOAD=true does (default: 403)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="do not synthesize a word at startup")
     a = p.parse_args(argv)
@@ -74,6 +86,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[ServerOptions, int]:
         chunk_phonemes=a.chunk_phonemes, first_chunk_phonemes=a.first_chunk_phonemes,
         warmup=a.warmup, openai_voices=a.openai_voices, cors=tuple(a.cors), downloads=a.downloads,
         max_downloads=a.max_downloads, web=a.web, web_build=a.web_build,
+        voice_tags=a.voice_tags, ssml=a.ssml, max_pause=a.max_pause, allow_dev_unload=a.allow_dev_unload,
     ), a.workers
 
 

@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -248,6 +249,51 @@ def parse_captioned(body: bytes, voices: VoiceDirectory, options: ServerOptions)
     timestamps = _flag(payload, "return_timestamps", True)
     spec = _speech_fields(payload, voices, options)
     return CaptionedRequest(spec, spec.stream, timestamps)
+
+
+#: Kokoro-FastAPI's DialogueRequest fields passed on to the speech request it makes.
+DIALOGUE_SPEECH_FIELDS = ("model", "response_format", "download_format", "speed", "stream",
+                          "return_download_link", "return_timing", "lang_code", "volume_multiplier",
+                          "normalization_options", "voice_aliases")
+#: Most seconds of ``pause_between_turns`` (Kokoro-FastAPI's bound).
+MAX_TURN_PAUSE = 10.0
+
+
+def parse_dialogue(body: bytes, voices: VoiceDirectory, options: ServerOptions) -> SpeechRequest:
+    """Kokoro-FastAPI's ``POST /dev/dialogue`` body: ``turns`` (or ``inputs``) of
+    ``{"voice" (or "voice_id"), "text"}``, ``pause_between_turns`` (seconds, 0 to 10) and
+    the speech fields, as the speech request it makes of them: the turns as one input of
+    ``[voice:...]`` tags with ``[pause:Xs]`` between, read with ``allow_voice_tags``."""
+    payload = _json_object(body)
+    turns = payload.get("turns", payload.get("inputs"))
+    if not isinstance(turns, list) or not turns:
+        raise HTTPError(400, "'turns' must be a non-empty list of {\"voice\", \"text\"}", "turns", schema=True)
+    rendered = []
+    for index, turn in enumerate(turns):
+        voice = turn.get("voice", turn.get("voice_id")) if isinstance(turn, dict) else None
+        text = turn.get("text") if isinstance(turn, dict) else None
+        if not isinstance(voice, str) or not isinstance(text, str):
+            raise HTTPError(400, f"turns[{index}] must have a string 'voice' and 'text'", "turns", schema=True)
+        voice = voice.strip()
+        if not re.fullmatch(tags.VOICE_NAME_BODY, voice):
+            raise HTTPError(400, f"turns[{index}].voice {_show(voice)} contains characters that "
+                            "cannot appear in a voice name", "turns", schema=True)
+        if not text.strip():
+            raise HTTPError(400, f"turns[{index}].text: Turn text cannot be empty", "turns", schema=True)
+        rendered.append((voice, text.strip()))
+    pause = _optional(payload, "pause_between_turns", 0.0)
+    if isinstance(pause, bool) or not isinstance(pause, (int, float)) or not 0 <= pause <= MAX_TURN_PAUSE:
+        raise HTTPError(400, f"'pause_between_turns' must be a number from 0 to {MAX_TURN_PAUSE:g}, "
+                        f"got {_show(pause)}", "pause_between_turns", schema=True)
+    if not options.voice_tags:
+        raise _permission(VOICE_TAGS_OFF)
+    # Kokoro-FastAPI's rendering: the pause written with at most 3 decimals
+    seconds = f"{pause:.3f}".rstrip("0").rstrip(".")
+    separator = f" [pause:{seconds}s] " if float(seconds) > 0 else " "
+    speech = {name: payload[name] for name in DIALOGUE_SPEECH_FIELDS if name in payload}
+    speech.update(input=separator.join(f"[voice:{voice}] {text}" for voice, text in rendered),
+                  voice=rendered[0][0], allow_voice_tags=True)
+    return _speech_fields(speech, voices, options)
 
 
 def _json_object(body: bytes) -> dict:
@@ -771,7 +817,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             raise HTTPError(503, f"server busy: {error}; retry in {retry} s",
                             headers={"Retry-After": str(retry)}) from None
 
-    async def speech(request: Request, captioned: bool = False):
+    async def speech(request: Request, captioned: bool = False, dialogue: bool = False):
         state = request.app.state
         download = None
         try:
@@ -779,6 +825,8 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             if captioned:
                 wanted = parse_captioned(body, voices, options)
                 spec = wanted.speech
+            elif dialogue:
+                wanted, spec = None, parse_dialogue(body, voices, options)
             else:
                 wanted, spec = None, parse_speech(body, voices, options)
             if spec.parts is None:
@@ -793,7 +841,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
         except Exception as error:
             if download is not None:
                 download[0].abandon()
-            if captioned and isinstance(error, HTTPError) and error.schema:
+            if (captioned or dialogue) and isinstance(error, HTTPError) and error.schema:
                 error.status = 422  # FastAPI's validation error, as Kokoro-FastAPI answers
             return _error_response(error)
         return SpeechStream(job, state.scheduler, spec.response_format, options.send_timeout,
@@ -803,6 +851,9 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
 
     async def captioned_speech(request: Request):
         return await speech(request, captioned=True)
+
+    async def dialogue(request: Request):
+        return await speech(request, dialogue=True)
 
     async def list_voices(request: Request):
         legacy = _query_flag(request, "legacy")
@@ -910,6 +961,63 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             return _error_response(error)
         return SpeechStream(job, state.scheduler, "wav", options.send_timeout)
 
+    async def ssml_capabilities(request: Request):
+        """Kokoro-FastAPI's: the SSML subset ``ssml: true`` translates, and what it does
+        with the rest."""
+        if not options.ssml:
+            return _permission(SSML_OFF).response()
+        return JSONResponse({
+            "elements": {k: v for k, v in tags.SSML_ELEMENTS.items() if v},
+            "ignored": [k for k, v in tags.SSML_ELEMENTS.items() if not v],
+            "break_strengths": tags.BREAK_STRENGTHS, "prosody_rates": tags.PROSODY_RATES,
+            "rate_range": list(tags.RATE_RANGE),
+        })
+
+    async def translate_ssml(request: Request):
+        """Kokoro-FastAPI's: ``{"text", "voice": ""}`` -> ``{"text"}``, the SSML as the
+        tags ``ssml: true`` reads (``<voice>`` and ``<prosody rate>`` only with a voice);
+        text that is not SSML comes back as it is."""
+        try:
+            if not options.ssml:
+                raise _permission(SSML_OFF)
+            payload = _json_object(await read_body(request))
+            text, voice = payload.get("text"), _optional(payload, "voice", "")
+            for name, value in (("text", text), ("voice", voice)):
+                if not isinstance(value, str):
+                    raise HTTPError(422, f"'{name}' must be a string", name, schema=True)
+            translated = tags.ssml_to_tags(text, voice, bool(voice), options.max_pause)
+        except Exception as error:
+            if isinstance(error, HTTPError) and error.schema:
+                error.status = 422
+            return _error_response(error)
+        return JSONResponse({"text": translated})
+
+    async def unload(request: Request):
+        """Kokoro-FastAPI's: drop the loaded build (each stage's code and weights) until
+        the next request loads it again; 403 unless ``allow_dev_unload``.  It runs as a
+        job on the scheduler's worker, between other requests' chunks."""
+        if not options.allow_dev_unload:
+            message = "The /dev/unload endpoint is disabled"
+            return HTTPError(403, message, code=message).response()
+        state = request.app.state
+
+        def drop():
+            state.synthesizer.unload()
+            yield from ()
+
+        try:
+            job = submit(state, drop(), 0)
+            while await job.get(state.scheduler) is not END:
+                pass
+        except Exception as error:
+            return _error_response(error)
+        return JSONResponse({"status": "unloaded"})
+
+    async def debug(request: Request):
+        """Kokoro-FastAPI's host and process introspection, off by default there (403):
+        not served here; /health says how busy the server is."""
+        return HTTPError(403, "Debug endpoints are disabled", code="Debug endpoints are disabled").response()
+
     async def health(request: Request):
         stats = asdict(request.app.state.scheduler.stats())
         return JSONResponse({"status": "healthy", "voices": len(voices.names), **stats})
@@ -937,6 +1045,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     routes = [
         Route("/v1/audio/speech", speech, methods=["POST"]),
         Route("/dev/captioned_speech", captioned_speech, methods=["POST"]),
+        Route("/dev/dialogue", dialogue, methods=["POST"]),
         Route("/v1/audio/voices", list_voices, methods=["GET"]),
         Route("/v1/audio/voices/combine", combine_voices, methods=["POST"]),
         Route("/v1/download/{name}", download, methods=["GET"]),
@@ -945,6 +1054,10 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
         Route("/v1/test", test, methods=["GET"]),
         Route("/dev/phonemize", phonemize, methods=["POST"]),
         Route("/dev/generate_from_phonemes", generate_from_phonemes, methods=["POST"]),
+        Route("/dev/ssml", ssml_capabilities, methods=["GET"]),
+        Route("/dev/ssml", translate_ssml, methods=["POST"]),
+        Route("/dev/unload", unload, methods=["POST"]),
+        *(Route(f"/debug/{name}", debug, methods=["GET"]) for name in ("threads", "storage", "system")),
         Route("/health", health, methods=["GET"]),
         *(_web_routes(options) if options.web else []),
     ]
@@ -1102,6 +1215,14 @@ def _web_routes(options: ServerOptions) -> list:
 
         routes += [Route("/web/", open_page, methods=["GET"]),
                    Mount("/web/build", _IsolatedStatic(StaticFiles(directory=options.web_build)))]
+    async def config(request: Request):
+        """Kokoro-FastAPI's player settings: the root path it is served under
+        ($UVICORN_ROOT_PATH) and the version."""
+        from kokoro_ext import __version__
+
+        return JSONResponse({"root_path": os.environ.get("UVICORN_ROOT_PATH", ""), "version": __version__})
+
+    routes.append(Route("/web/config", config, methods=["GET"]))
     return routes + [Mount("/web", _IsolatedStatic(StaticFiles(directory=WEB_STATIC, html=True)))]
 
 
