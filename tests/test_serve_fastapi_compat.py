@@ -270,6 +270,26 @@ def test_download_link_serves_the_same_audio(server):
     assert len(list(app.state.downloads.directory.iterdir())) <= 16
 
 
+def test_return_timing_writes_each_chunks_times_beside_the_download(server):
+    url, _ = server
+    text = "Hello there. [pause:0.25s] [voice:af_bella] Bye."
+    response = speech(url, input=text, allow_voice_tags=True, return_download_link=True, return_timing=True)
+    path = response.headers["x-download-path"]
+    assert response.headers["x-timing-path"] == f"{path}.json"
+    saved = httpx.get(f"{url}/v1{path}.json", timeout=60)
+    assert saved.status_code == 200 and saved.headers["content-type"] == "application/json"
+    chunks = saved.json()["chunks"]
+    assert [(c["text"], c.get("voice")) for c in chunks] == [
+        ("Hello there.", "af_heart"), ("", None), ("Bye.", "af_bella")]
+    seconds = len(response.content) / 2 / audio.SAMPLE_RATE
+    assert chunks[0]["start"] == 0 and chunks[-1]["end"] == round(seconds, 3)
+    assert chunks[1]["end"] - chunks[1]["start"] == pytest.approx(0.25, abs=0.002)
+    assert all(a["end"] == b["start"] for a, b in zip(chunks, chunks[1:]))
+    # as Kokoro-FastAPI: only a streamed response with a download link has one
+    for fields in ({"return_download_link": True, "stream": False}, {}):
+        assert "x-timing-path" not in speech(url, input=text, return_timing=True, **fields).headers
+
+
 def test_volume_multiplier_scales_the_samples(server):
     url, _ = server
     full = np.frombuffer(speech(url).content, "<i2").astype(np.int32)

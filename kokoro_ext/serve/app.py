@@ -248,6 +248,7 @@ def parse_captioned(body: bytes, voices: VoiceDirectory, options: ServerOptions)
         raise HTTPError(400, "'stream_format' is not taken here: use 'stream'", "stream_format")
     timestamps = _flag(payload, "return_timestamps", True)
     spec = _speech_fields(payload, voices, options)
+    spec.return_timing = False  # not a field of Kokoro-FastAPI's captioned speech
     return CaptionedRequest(spec, spec.stream, timestamps)
 
 
@@ -535,8 +536,12 @@ class SpeechStream:
     def __init__(self, job: Job, scheduler: Scheduler, response_format: str, send_timeout: float,
                  sse: bool = False, captioned: CaptionedRequest | None = None,
                  whole: bool = False, volume: float = 1.0,
-                 download: tuple[compat.DownloadFile, str] | None = None):
+                 download: tuple[compat.DownloadFile, str] | None = None,
+                 timing: list | None = None, voice_names: bool = False):
         self.job, self.scheduler = job, scheduler
+        # return_timing: each chunk's text and times (and voice, with tags), written beside
+        # the download as {"chunks": [...]}
+        self.timing, self.voice_names, self.elapsed = timing, voice_names, 0
         self.format, self.send_timeout, self.sse = response_format, send_timeout, sse
         self.captioned, self.whole, self.volume = captioned, whole, volume
         self.download, self.download_format = download if download is not None else (None, None)
@@ -556,10 +561,21 @@ class SpeechStream:
             headers.append((b"x-accel-buffering", b"no"))  # proxies pass each piece on
         if self.download is not None:
             headers.append((b"x-download-path", f"/download/{self.download.name}".encode()))
+            if self.timing is not None:
+                headers.append((b"x-timing-path", f"/download/{self.download.name}.json".encode()))
         return headers
 
     def audio_of(self, chunk: Any) -> Any:
         samples = chunk.joined()
+        if self.timing is not None:  # as Kokoro-FastAPI's: seconds rounded to 1 ms
+            start = (self.elapsed + round(chunk.pause * audio.SAMPLE_RATE)) / audio.SAMPLE_RATE
+            self.elapsed += len(samples)
+            entry = {"text": chunk.text, "start": round(start, 3),
+                     "end": round(self.elapsed / audio.SAMPLE_RATE, 3)}
+            voice = getattr(chunk, "voice", None)
+            if self.voice_names and voice:
+                entry["voice"] = voice
+            self.timing.append(entry)
         return samples if self.volume == 1.0 else samples * self.volume
 
     async def save(self, data: bytes, samples: Any = None, last: bool = False) -> None:
@@ -580,6 +596,8 @@ class SpeechStream:
             else:
                 fixups = self.encoder_fixups
             self.download.finish(fixups)
+            if self.timing is not None:
+                self.download.sidecar({"chunks": self.timing})
             self.download = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -844,10 +862,13 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
             if (captioned or dialogue) and isinstance(error, HTTPError) and error.schema:
                 error.status = 422  # FastAPI's validation error, as Kokoro-FastAPI answers
             return _error_response(error)
+        # Kokoro-FastAPI writes the timing file of a streamed download only
+        timing = spec.return_timing and download is not None and spec.stream
         return SpeechStream(job, state.scheduler, spec.response_format, options.send_timeout,
                             sse=spec.stream_format == "sse", captioned=wanted,
                             whole=not spec.stream and not captioned, volume=spec.volume,
-                            download=download)
+                            download=download, timing=[] if timing else None,
+                            voice_names=spec.voice_tags)
 
     async def captioned_speech(request: Request):
         return await speech(request, captioned=True)
@@ -892,7 +913,8 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
         if path is None:
             return HTTPError(404, "Audio file not found", code="not_found").response()
         saved = compat.save_as(request.query_params.get("name"), name)
-        return FileResponse(path, media_type=audio.MEDIA_TYPES[path.suffix[1:]], filename=saved,
+        media = "application/json" if path.suffix == ".json" else audio.MEDIA_TYPES[path.suffix[1:]]
+        return FileResponse(path, media_type=media, filename=saved,
                             headers={"Cache-Control": "no-cache"})
 
     def model_entry(name: str) -> dict:
@@ -1065,7 +1087,7 @@ def create_app(options: ServerOptions, synthesizer: Any = None) -> Starlette:
     if options.cors:  # outside the key's check: a browser's preflight carries no key
         middleware.append(Middleware(
             CORSMiddleware, allow_origins=list(options.cors), allow_methods=["*"], allow_headers=["*"],
-            expose_headers=["X-Download-Path", "Content-Disposition", "X-Sample-Rate"],
+            expose_headers=["X-Download-Path", "X-Timing-Path", "Content-Disposition", "X-Sample-Rate"],
         ))
     if api_key:
         middleware.append(Middleware(APIKeyMiddleware, api_key=api_key))

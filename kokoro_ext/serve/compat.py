@@ -10,6 +10,7 @@ defaults makes a switch to this server a change of host.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import secrets
@@ -142,7 +143,7 @@ def torch_file(pack: np.ndarray) -> bytes:
 # --- download links -----------------------------------------------------------------------
 
 #: A download's file name: what ``Downloads.new`` makes, never a path.
-_DOWNLOAD_NAME = re.compile(r"speech-[0-9a-f]{16}\.(?:mp3|opus|aac|flac|wav|pcm)")
+_DOWNLOAD_NAME = re.compile(r"speech-[0-9a-f]{16}\.(?:mp3|opus|aac|flac|wav|pcm)(?:\.json)?")
 # Kokoro-FastAPI's save-as sanitizing (_resolve_download_name)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}$")
@@ -175,6 +176,14 @@ class DownloadFile:
     def abandon(self) -> None:
         self._file.close()
         self.path.unlink(missing_ok=True)
+
+    def sidecar(self, data: object) -> None:
+        """``data`` as JSON beside the finished file, under its name and ``.json``
+        (Kokoro-FastAPI's ``return_timing`` file); it goes when its file goes."""
+        path = self.downloads.directory / f"{self.name}.json"
+        part = path.with_name(path.name + ".part")
+        part.write_text(json.dumps(data))
+        os.replace(part, path)
 
 
 class Downloads:
@@ -220,10 +229,13 @@ class Downloads:
             for mtime, path in files:
                 if now - mtime > self.max_age:
                     path.unlink(missing_ok=True)
-                elif path.suffix != ".part":  # one being written stays until it is old
+                elif path.suffix not in (".part", ".json"):  # one being written stays until it is old
                     finished += 1
                     if finished > max(keep, 0):
                         path.unlink(missing_ok=True)
+            for _, path in files:  # a sidecar goes with its file
+                if path.suffix == ".json" and not path.with_suffix("").exists():
+                    path.unlink(missing_ok=True)
 
     def close(self) -> None:
         if self.owned:
