@@ -502,6 +502,12 @@ def test_bad_tags_are_refused_before_any_audio(server, text, words):
         assert words in refused.json()["detail"]["message"], refused.text
 
 
+def test_a_speed_out_of_range_is_refused_with_tags(server):
+    url, _ = server
+    refused = speech(url, input="[voice:af_bella] Hi.", allow_voice_tags=True, speed=10)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "speed"
+
+
 def test_tags_split_as_kokoro_fastapi_splits_them():
     resolve = {"a": ("A", None), "n": ("B", 0.5)}.__getitem__
     parts = tags.split("x [pause:100s] y [voice:n] z [rate:2] w [voice:a] [rate:9] v", "D", True, resolve)

@@ -8,14 +8,17 @@ docs/server.md has the table of every endpoint and field.
 ``instructions``, ``response_format``, ``speed``, ``stream_format``) and
 Kokoro-FastAPI's fields (``stream``, ``lang_code``, ``volume_multiplier``,
 ``normalization_options``, ``return_download_link``, ``download_format``,
-``voice_aliases``), and streams the audio as it is synthesized, raw or as Server-Sent
+``return_timing``, ``voice_aliases``, ``allow_voice_tags``, ``ssml``: its inline
+``[voice:]``, ``[rate:]`` and ``[pause:]`` tags, kokoro_ext.serve.tags), and streams the audio as it is synthesized, raw or as Server-Sent
 Events, or with ``stream: false`` sends the whole file;
 ``POST /dev/captioned_speech`` (Kokoro-FastAPI's) streams JSON lines of base64 audio
 with each chunk's word timestamps; ``GET /v1/audio/voices`` lists the voices as
 Kokoro-FastAPI does; ``POST /v1/audio/voices/combine`` returns a blend as a ``.pt``
 voice; ``GET /v1/download/{file}`` a ``return_download_link`` file; ``GET /v1/models``,
 ``/v1/models/{id}`` and ``/v1/test`` as Kokoro-FastAPI's; ``POST /dev/phonemize`` and
-``/dev/generate_from_phonemes`` its phoneme tools; ``/web/`` the browser page;
+``/dev/generate_from_phonemes`` its phoneme tools; ``POST /dev/dialogue`` its turns of
+speakers; ``/dev/ssml`` its SSML translator; ``POST /dev/unload`` (with
+``allow_dev_unload``) drops the loaded build; ``/web/`` the browser page;
 ``GET /health`` says whether the server is up and how busy it is (never behind the API
 key, for load balancers' probes).
 
@@ -58,7 +61,7 @@ import numpy as np
 
 from kokoro_ext.run.errors import BadInput, NothingToSay, TooLong
 from kokoro_ext.run.pipeline import Trace
-from kokoro_ext.run.synthesizer import Chunk
+from kokoro_ext.run.synthesizer import Chunk, check_speed
 from kokoro_ext.run.voices import Blend, NamedVoice, VoiceDirectory
 from kokoro_ext.serve import audio, compat, tags
 from kokoro_ext.serve.compat import DEFAULT_MODEL, DEFAULT_VOICE, MODELS, Downloads
@@ -1131,6 +1134,7 @@ def _part_chunks(synthesizer: Any, spec: SpeechRequest, voices: VoiceDirectory, 
     now, so that its text's errors (markup) are the request's 400 before any audio; the
     chunk limits count the request's chunks (only the first is cut short).  A part with
     nothing to say adds nothing; an input none of whose parts says anything is refused."""
+    check_speed(spec.speed)  # the request's own, before the parts' paces are held in range
     done = [0]  # chunks yielded so far
     plans: list = []
     named: dict[Blend, NamedVoice] = {}
