@@ -60,8 +60,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 import numpy as np
 
 from kokoro_ext.run.errors import BadInput, NothingToSay, TooLong
-from kokoro_ext.run.pipeline import Trace
-from kokoro_ext.run.synthesizer import Chunk, check_speed
 from kokoro_ext.run.voices import Blend, NamedVoice, VoiceDirectory
 from kokoro_ext.serve import audio, compat, tags
 from kokoro_ext.serve.compat import DEFAULT_MODEL, DEFAULT_VOICE, MODELS, Downloads
@@ -1113,18 +1111,37 @@ def _stream(synthesizer: Any, text: str, voice: NamedVoice, speed: float, spec: 
 
 
 @dataclass
-class PartChunk(Chunk):
-    """A chunk of a tagged input: ``voice`` is the name of the voice that speaks it."""
+class PartTrace:
+    """What a response counts of a part's chunk: its tokens and alignment frames."""
 
+    tokens: int = 0
+    frames: int = 0
+
+
+@dataclass
+class PartChunk:
+    """A chunk of a tagged input, as SpeechStream reads a Synthesizer's Chunk (whose
+    module, with the run side's, is imported only when a build is loaded): ``voice`` is
+    the name of the voice that speaks it, None for a pause's silence."""
+
+    text: str
+    audio: np.ndarray  # float32 at 24 kHz
+    pause: float  # seconds of silence before ``audio``
+    index: int
+    trace: PartTrace
+    words: tuple = ()
     voice: str | None = None
+
+    def joined(self) -> np.ndarray:
+        silence = np.zeros(round(self.pause * audio.SAMPLE_RATE), dtype=np.float32)
+        return np.concatenate([silence, self.audio])
 
 
 def _silence(seconds: float, index: int) -> PartChunk:
     """A [pause:Xs] as a chunk of that many seconds of silence (whole samples, rounded
     down, as Kokoro-FastAPI makes it)."""
     samples = np.zeros(int(seconds * audio.SAMPLE_RATE), dtype=np.float32)
-    trace = Trace(samples, np.zeros(0, np.int64), tokens=0, frames=0)
-    return PartChunk(text="", phonemes="", audio=samples, pause=0.0, index=index, seed=0, trace=trace)
+    return PartChunk(text="", audio=samples, pause=0.0, index=index, trace=PartTrace())
 
 
 def _part_chunks(synthesizer: Any, spec: SpeechRequest, voices: VoiceDirectory, options: ServerOptions):
@@ -1134,6 +1151,8 @@ def _part_chunks(synthesizer: Any, spec: SpeechRequest, voices: VoiceDirectory, 
     now, so that its text's errors (markup) are the request's 400 before any audio; the
     chunk limits count the request's chunks (only the first is cut short).  A part with
     nothing to say adds nothing; an input none of whose parts says anything is refused."""
+    from kokoro_ext.run.synthesizer import check_speed
+
     check_speed(spec.speed)  # the request's own, before the parts' paces are held in range
     done = [0]  # chunks yielded so far
     plans: list = []
@@ -1164,8 +1183,8 @@ def _chained(plans: list, done: list[int], silent_ok: bool):
                     start = offset / audio.SAMPLE_RATE
                     words = tuple(dataclasses.replace(w, start=w.start + start, end=w.end + start)
                                   for w in piece.words)
-                    fields = {f.name: getattr(piece, f.name) for f in dataclasses.fields(Chunk)}
-                    chunk = PartChunk(**{**fields, "index": done[0], "words": words}, voice=name)
+                    chunk = PartChunk(piece.text, piece.audio, piece.pause, done[0],
+                                      PartTrace(piece.trace.tokens, piece.trace.frames), words, name)
                     offset += len(chunk.audio) + round(chunk.pause * audio.SAMPLE_RATE)
                     done[0] += 1
                     said = True
