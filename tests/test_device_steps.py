@@ -156,9 +156,9 @@ def test_the_kernels_compile_for_cuda():
     library = tvm.compile(steps_module(), target=target)
     (device,) = cuda._cuda_imports(library.mod)
     source = device.inspect_source(cuda.SOURCE_FORMAT)
-    for name in STEP_FUNCTIONS:
-        assert f'extern "C" __global__ void __launch_bounds__' in source
-        assert f"{name}_kernel(" in source, name
+    kernels = {line.split("(")[-2].split()[-1] for line in source.splitlines()
+               if line.startswith('extern "C" __global__')}  # fmt: skip
+    assert kernels == {f"{name}_kernel" for name in STEP_FUNCTIONS}
     assert "logf(" in source and "sinf(" in source and "cosf(" in source
     assert "nearbyintf(" in source  # round half to even, as numpy
     assert "__sinf" not in source and "__logf" not in source
@@ -276,3 +276,43 @@ def test_the_resident_synthesis_refuses_what_the_host_path_refuses(cpu_synth, cp
     with pytest.raises(NonFiniteOutput, match="text stage.*'duration'"):
         synthesize_resident(broken, cpu_steps, _cpu_transfers(), synth.geometry, ids, style,
                             synth.limits, 1.0, 0)  # fmt: skip
+
+
+def test_the_gpu_bench_checks_the_device_steps(cpu_synth, cpu_steps, monkeypatch):
+    """bench/gpu.py's steps_check, here on the CPU device (on a GPU, a CUDA build's steps
+    module on it): the kernels against their references and one chunk both ways."""
+    from gpu_bundle import gpu_script
+
+    transfers = _cpu_transfers()
+    monkeypatch.setattr(cpu_synth, "resident", lambda: (cpu_steps, transfers))
+    report = gpu_script().steps_check(cpu_synth, {"text": ["həlˈoʊ wˈɜːld"]}, repeat=1)
+    assert report["durations_exact"] and report["align_exact"] and report["align_tokens_first_exact"]
+    assert report["noise"]["max_abs_difference"] < 1e-5
+    assert set(report["seconds"]) == {"durations_device", "align_device", "align_host",
+                                      "noise_device", "noise_host_torch_cpu_draws"}  # fmt: skip
+    chunk = report["chunk"]
+    assert chunk["durations_equal"] and chunk["same_noise_exactly_equal"]
+    assert chunk["philox_noise_vs_host_with_its_reference_snr_db"] > 60
+    assert [name for name, *_ in chunk["downloads"]] == ["durations", "audio"]
+
+
+def test_a_steps_module_is_checked_against_its_record(tmp_path):
+    from kokoro_ext.run.resident import steps_path, steps_record
+
+    path = tmp_path / "steps.so"
+    path.write_bytes(b"kernels")
+    requires = {"steps": steps_record(path)}
+    assert steps_path(tmp_path, requires) == path
+    assert steps_path(tmp_path, {}) is None  # a build without one: the host steps
+    path.write_bytes(b"other kernels")
+    with pytest.raises(ValueError, match="differs from the one these artifacts were built with"):
+        steps_path(tmp_path, requires)
+    path.unlink()
+    with pytest.raises(ValueError, match="is missing"):
+        steps_path(tmp_path, requires)
+
+
+def test_a_cpu_build_runs_the_host_steps(cpu_synth):
+    assert cpu_synth.resident() is None
+    trace = cpu_synth.synthesize_phonemes("həlˈoʊ", seed=2)
+    assert set(trace.stages) == {"text", "prosody", "source", "decoder"}

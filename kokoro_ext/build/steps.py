@@ -5,16 +5,26 @@ beside the stages, its file and SHA-256 recorded in the manifest's ``requires["s
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import tvm
 
 from kokoro_ext.build.kernels.steps import KERNELS
 from kokoro_ext.run.resident import STEPS_FILE, steps_record
 
-if TYPE_CHECKING:
-    from kokoro_ext.build.backend.cuda import CudaTarget
+
+class CudaTarget(Protocol):
+    """What of a CUDA target (kokoro_ext.build.backend.cuda, which builds this module)
+    the compile takes."""
+
+    target: Mapping[str, Any]
+
+    def codegen(self) -> contextlib.AbstractContextManager: ...
+    def fcompile(self) -> Callable | None: ...
+    def fpack_imports(self) -> Callable | None: ...
 
 
 def steps_module() -> tvm.IRModule:

@@ -42,10 +42,6 @@ _SEARCH_STEPS = 32
 _TWO_PI = float(math.tau)
 
 
-def _blocks(n):
-    return (n + THREADS - 1) // THREADS
-
-
 @T.prim_func(private=True)
 def durations(predicted_handle: T.handle, speed: T.float32, durations_handle: T.handle,
               ends_handle: T.handle):  # fmt: skip
