@@ -607,8 +607,9 @@ def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> d
                 "frames_per_chunk": done[0]["frames"],
                 "over_kmodel": seconds / row["kmodel"]["seconds"],
                 "over_host_steps": seconds / host["seconds"],
-                "downloads_per_chunk": list(transfers.downloads),  # the last chunk's
-                "uploads": transfers.uploads,
+                # the last chunk's
+                "downloads_per_chunk": list(transfers.downloads),
+                "uploads_per_chunk": transfers.uploads,
             }  # fmt: skip
         row["frames_per_chunk"] = runs["kmodel"][0]["frames"]
         times[text] = row

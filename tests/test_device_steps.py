@@ -12,6 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 import tvm
 import tvm_ffi
 
@@ -316,3 +317,27 @@ def test_a_cpu_build_runs_the_host_steps(cpu_synth):
     assert cpu_synth.resident() is None
     trace = cpu_synth.synthesize_phonemes("həlˈoʊ", seed=2)
     assert set(trace.stages) == {"text", "prosody", "source", "decoder"}
+
+
+def test_the_gpu_bench_times_the_device_steps_beside_the_host_steps(cpu_synth, cpu_steps, monkeypatch):
+    """bench/gpu.py's warm_times with a build that has device steps (here the CPU device's):
+    both paths timed in one run, the device path's record under its build."""
+    import json
+
+    from gpu_bundle import gpu_script
+
+    gpu = gpu_script()
+    transfers = _cpu_transfers()
+    monkeypatch.setattr(cpu_synth, "resident", lambda: (cpu_steps, transfers))
+    model = gpu.reference_model(json.loads((cpu_synth.directory / "config.json").read_text()), 0)
+    # a forward (no_grad) first, as run's fidelity check makes: weight norm's weights are
+    # then leaves, which warm_times' deepcopy needs
+    model("həlˈoʊ", torch.zeros(1, 256))
+    times = gpu.warm_times({"b": cpu_synth}, model, {"text": ["həlˈoʊ wˈɜːld"]}, 1, "cpu")
+    build = times["text"]["builds"]["b"]
+    assert set(build["stages"]) == {"text", "prosody", "source", "decoder"}
+    resident = build["device_steps"]
+    assert resident["frames_per_chunk"] == build["frames_per_chunk"]
+    assert resident["over_host_steps"] == pytest.approx(resident["seconds"] / build["seconds"])
+    assert [name for name, *_ in resident["downloads_per_chunk"]] == ["durations", "audio"]
+    assert resident["uploads_per_chunk"] == 5

@@ -49,13 +49,19 @@ DeviceStage = Callable[..., Mapping[str, Any]]
 
 @dataclass
 class Transfers:
-    """Moves arrays to the device and back; ``downloads`` lists what came down
-    (name, shape, dtype), for the tests and the bench to see."""
+    """Moves arrays to the device and back; ``downloads`` lists what came down (name,
+    shape, dtype) and ``uploads`` counts what went up, since the last ``reset``, for the
+    tests and the bench to see."""
 
     upload: Callable[[np.ndarray], Any]
     download_tensor: Callable[[Any], np.ndarray]
     downloads: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
     uploads: int = 0
+
+    def reset(self) -> None:
+        """Forget what was moved: before a chunk, so that the record is the chunk's."""
+        self.downloads.clear()
+        self.uploads = 0
 
     def up(self, array: np.ndarray) -> Any:
         self.uploads += 1

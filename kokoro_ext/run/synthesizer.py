@@ -231,7 +231,7 @@ class Synthesizer:
         with self._lock:
             if resident is not None:
                 steps, transfers = resident
-                transfers.downloads.clear()
+                transfers.reset()
                 return synthesize_resident(self._device_stage, steps, transfers, self.geometry,
                                            ids, style, self.limits, speed, seed, noise)  # fmt: skip
             return synthesize_ids(self._stage, self.geometry, ids, style, self.limits, speed,
