@@ -631,7 +631,7 @@ def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> d
 
 def steps_check(synth, inputs: dict, repeat: int) -> dict:
     """A build's device steps (kokoro_ext.run.resident) on its GPU against their numpy
-    references: the durations and both alignments exactly, the Philox noise to float32
+    references: the durations, both alignments and the Philox words exactly, the noise to float32
     rounding (kokoro_ext.run.noise.philox_normal), each kernel's median time beside the
     host step it replaces; then one chunk through the device path against the host path
     on the same noise (torch's CPU draws, uploaded), and the device path's own noise
@@ -639,7 +639,7 @@ def steps_check(synth, inputs: dict, repeat: int) -> dict:
     import numpy as np
 
     from kokoro_ext.run.alignment import align
-    from kokoro_ext.run.noise import philox_normal, source_noise
+    from kokoro_ext.run.noise import philox_bits, philox_normal, source_noise
     from kokoro_ext.run.pipeline import durations, synthesize_ids, voice_style
     from kokoro_ext.run.runner import to_numpy
     from kokoro_ext.text import phonemes_to_ids
@@ -679,6 +679,9 @@ def steps_check(synth, inputs: dict, repeat: int) -> dict:
     report["align_tokens_first_exact"] = bool(np.array_equal(
         to_numpy(steps.align(up_first, token_of_frame, "check", tokens_first=True))[0], want))  # fmt: skip
     samples = geometry.samples_per_frame * frames
+    words = samples * geometry.harmonics
+    report["philox_bits_exact"] = bool(np.array_equal(
+        to_numpy(steps.philox_bits(7, words)), philox_bits(7, words)[:words]))  # fmt: skip
     got = to_numpy(steps.noise(7, samples, geometry.harmonics))
     reference = philox_normal(7, samples, geometry.harmonics)
     report["noise"] = {"shape": list(got.shape), "max_abs_difference": float(np.abs(got - reference).max()),
@@ -715,7 +718,8 @@ def steps_check(synth, inputs: dict, repeat: int) -> dict:
         "downloads": list(transfers.downloads),
     }  # fmt: skip
     ok = report["durations_exact"] and report["align_exact"] and report["align_tokens_first_exact"]
-    print(f"-- device steps: durations and alignment {'exact' if ok else 'DIFFER'}; noise max "
+    print(f"-- device steps: durations and alignment {'exact' if ok else 'DIFFER'}; Philox "
+          f"words {'exact' if report['philox_bits_exact'] else 'DIFFER'}; noise max "
           f"|difference| {report['noise']['max_abs_difference']:.2e} "
           f"({report['noise']['exactly_equal_fraction']:.0%} equal); "
           + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in report["seconds"].items())

@@ -1,7 +1,7 @@
 """A CUDA build's device steps (kokoro_ext.build.kernels.steps) without a GPU: each kernel's
 TIR run on the CPU with its thread loops serial (cpu_tir) against the numpy it replaces
-(durations and alignment exactly, the Philox noise to float32 rounding, its generator
-against Random123's known answers); the kernels through TVM's CUDA codegen and nvcc; and
+(durations, alignment and the Philox generator's words exactly, the noise to float32
+rounding, the numpy generator against Random123's known answers); the kernels through TVM's CUDA codegen and nvcc; and
 the device-resident synthesis (kokoro_ext.run.resident) on TVM's CPU device with the
 small CPU build's stages: what comes down, what the stages are given, the audio of the
 host path."""
@@ -288,6 +288,7 @@ def test_the_gpu_bench_checks_the_device_steps(cpu_synth, cpu_steps, monkeypatch
     monkeypatch.setattr(cpu_synth, "resident", lambda: (cpu_steps, transfers))
     report = gpu_script().steps_check(cpu_synth, {"text": ["həlˈoʊ wˈɜːld"]}, repeat=1)
     assert report["durations_exact"] and report["align_exact"] and report["align_tokens_first_exact"]
+    assert report["philox_bits_exact"]
     assert report["noise"]["max_abs_difference"] < 1e-5
     assert set(report["seconds"]) == {"durations_device", "align_device", "align_host",
                                       "noise_device", "noise_host_torch_cpu_draws"}  # fmt: skip
@@ -341,3 +342,10 @@ def test_the_gpu_bench_times_the_device_steps_beside_the_host_steps(cpu_synth, c
     assert resident["over_host_steps"] == pytest.approx(resident["seconds"] / build["seconds"])
     assert [name for name, *_ in resident["downloads_per_chunk"]] == ["durations", "audio"]
     assert resident["uploads_per_chunk"] == 5
+
+
+@pytest.mark.parametrize("seed, offset, count", [(0, 0, 4), (2**40 + 3, 5, 1001), (-1, 2**63 + 7, 37)])
+def test_the_generator_kernel_gives_the_references_words(cpu_steps, seed, offset, count):
+    got = to_numpy(cpu_steps.philox_bits(seed, count, offset))
+    assert got.dtype == np.uint32
+    assert np.array_equal(got, philox_bits(seed, count, offset)[:count])

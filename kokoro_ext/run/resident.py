@@ -40,7 +40,9 @@ from kokoro_ext.run.runner import to_numpy, to_tensor
 STEPS_FILE = "steps.so"
 STEPS = "steps"
 #: The functions the steps module exports (kokoro_ext.build.kernels.steps.KERNELS).
-STEP_FUNCTIONS = ("durations", "frame_tokens", "align", "align_tokens_first", "philox_normal")
+STEP_FUNCTIONS = (
+    "durations", "frame_tokens", "align", "align_tokens_first", "philox_normal", "philox_bits",
+)  # fmt: skip
 
 #: A stage on device tensors: keyword inputs -> outputs by name (a NamedStage over
 #: ``StageRunner.call_tensors``).
@@ -135,6 +137,15 @@ class Steps:
         offset &= (1 << 64) - 1
         signed = offset - (1 << 64) if offset >= 1 << 63 else offset  # the kernel's int64
         self._functions["philox_normal"](key0, key1, signed, out)
+        return out
+
+    def philox_bits(self, seed: int, count: int, offset: int = 0) -> Any:
+        """uint32 [count]: the generator's words behind ``noise`` (kokoro_ext.run.noise.
+        philox_bits), to check it bit for bit."""
+        out = self._take("philox_bits", (count,), "uint32")
+        key0, key1 = philox_key(seed)
+        offset &= (1 << 64) - 1
+        self._functions["philox_bits"](key0, key1, offset - (1 << 64) if offset >= 1 << 63 else offset, out)
         return out
 
 

@@ -22,6 +22,8 @@ loops); tests/cpu_tir.py runs them on the CPU with those loops serial.
                 generator) on counters (i, offset) for each group i of 4 outputs, each
                 pair through Box-Muller (kokoro_ext.run.noise.philox_normal, the numpy
                 reference)
+  philox_bits   (key0, key1, offset) -> the generator's uint32 words [count] of the
+                same counters: its check, bit for bit (tests, bench/gpu.py)
 
 The function names are kokoro_ext.run.resident's ``STEP_FUNCTIONS``.
 """
@@ -123,56 +125,78 @@ def align_tokens_first(values_handle: T.handle, tokens_handle: T.handle, out_han
                                               T.float32(0))  # fmt: skip
 
 
-def _philox_normal() -> tirx.PrimFunc:
-    U64 = "uint64"
-
-    @T.prim_func(private=True)
-    def philox_normal(key0: T.int64, key1: T.int64, offset: T.int64, out_handle: T.handle):
-        T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
-        samples, harmonics = T.int64(), T.int64()
-        out = T.match_buffer(out_handle, (1, samples, harmonics), "float32")
-        for bx in T.thread_binding((samples * harmonics + 4 * THREADS - 1) // (4 * THREADS),
-                                   thread="blockIdx.x"):  # fmt: skip
-            for tx in T.thread_binding(THREADS, thread="threadIdx.x"):
-                c = T.alloc_buffer((4,), "uint32", scope="local")
-                k = T.alloc_buffer((2,), "uint32", scope="local")
-                z = T.alloc_buffer((4,), "float32", scope="local")
-                group: T.int64 = bx * THREADS + tx
-                if group * 4 < samples * harmonics:
-                    c[0] = T.Cast("uint32", group & T.int64(0xFFFFFFFF))
-                    c[1] = T.Cast("uint32", group >> T.int64(32))
-                    c[2] = T.Cast("uint32", offset & T.int64(0xFFFFFFFF))
-                    c[3] = T.Cast("uint32", (offset >> T.int64(32)) & T.int64(0xFFFFFFFF))
-                    k[0] = T.Cast("uint32", key0)
-                    k[1] = T.Cast("uint32", key1)
-                    for r in T.unroll(10):
-                        p0: T.uint64 = T.uint64(PHILOX_M0) * T.Cast(U64, c[0])
-                        p1: T.uint64 = T.uint64(PHILOX_M1) * T.Cast(U64, c[2])
-                        c1: T.uint32 = c[1]
-                        c3: T.uint32 = c[3]
-                        c[0] = T.Cast("uint32", p1 >> T.uint64(32)) ^ c1 ^ k[0]
-                        c[1] = T.Cast("uint32", p1)
-                        c[2] = T.Cast("uint32", p0 >> T.uint64(32)) ^ c3 ^ k[1]
-                        c[3] = T.Cast("uint32", p0)
-                        k[0] = T.Cast("uint32", (T.Cast(U64, k[0]) + T.uint64(PHILOX_W0)) & T.uint64(0xFFFFFFFF))
-                        k[1] = T.Cast("uint32", (T.Cast(U64, k[1]) + T.uint64(PHILOX_W1)) & T.uint64(0xFFFFFFFF))
-                    for pair in range(2):
-                        # u in (0, 1]: never 0, so the logarithm is finite; every product
-                        # is exact or one rounding, so a fused multiply-add changes nothing
-                        u: T.float32 = T.Cast("float32", c[2 * pair]) * T.float32(2.0**-32) + T.float32(2.0**-33)
-                        v: T.float32 = (T.Cast("float32", c[2 * pair + 1]) * T.float32(2.0**-32)
-                                        + T.float32(2.0**-33)) * T.float32(_TWO_PI)  # fmt: skip
-                        s: T.float32 = T.sqrt(T.float32(-2) * T.log(u))
-                        z[2 * pair] = s * T.sin(v)
-                        z[2 * pair + 1] = s * T.cos(v)
-                    for j in range(4):
-                        if group * 4 + j < samples * harmonics:
-                            out[0, (group * 4 + j) // harmonics, (group * 4 + j) % harmonics] = z[j]
-
-    return philox_normal
+_U64 = "uint64"
 
 
-philox_normal = _philox_normal()
+@T.macro
+def _philox(c, k, group, offset, key0, key1):
+    """Philox4x32-10 of counter (group, offset) under key (key0, key1) into ``c``."""
+    c[0] = T.Cast("uint32", group & T.int64(0xFFFFFFFF))
+    c[1] = T.Cast("uint32", group >> T.int64(32))
+    c[2] = T.Cast("uint32", offset & T.int64(0xFFFFFFFF))
+    c[3] = T.Cast("uint32", (offset >> T.int64(32)) & T.int64(0xFFFFFFFF))
+    k[0] = T.Cast("uint32", key0)
+    k[1] = T.Cast("uint32", key1)
+    for _ in T.unroll(10):
+        p0: T.uint64 = T.uint64(PHILOX_M0) * T.Cast(_U64, c[0])
+        p1: T.uint64 = T.uint64(PHILOX_M1) * T.Cast(_U64, c[2])
+        c1: T.uint32 = c[1]
+        c3: T.uint32 = c[3]
+        c[0] = T.Cast("uint32", p1 >> T.uint64(32)) ^ c1 ^ k[0]
+        c[1] = T.Cast("uint32", p1)
+        c[2] = T.Cast("uint32", p0 >> T.uint64(32)) ^ c3 ^ k[1]
+        c[3] = T.Cast("uint32", p0)
+        # the key's Weyl steps, modulo 2^32
+        k[0] = T.Cast("uint32", (T.Cast(_U64, k[0]) + T.uint64(PHILOX_W0)) & T.uint64(0xFFFFFFFF))
+        k[1] = T.Cast("uint32", (T.Cast(_U64, k[1]) + T.uint64(PHILOX_W1)) & T.uint64(0xFFFFFFFF))
+
+
+@T.prim_func(private=True)
+def philox_normal(key0: T.int64, key1: T.int64, offset: T.int64, out_handle: T.handle):
+    T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
+    samples, harmonics = T.int64(), T.int64()
+    out = T.match_buffer(out_handle, (1, samples, harmonics), "float32")
+    for bx in T.thread_binding((samples * harmonics + 4 * THREADS - 1) // (4 * THREADS),
+                               thread="blockIdx.x"):  # fmt: skip
+        for tx in T.thread_binding(THREADS, thread="threadIdx.x"):
+            c = T.alloc_buffer((4,), "uint32", scope="local")
+            k = T.alloc_buffer((2,), "uint32", scope="local")
+            z = T.alloc_buffer((4,), "float32", scope="local")
+            group: T.int64 = bx * THREADS + tx
+            if group * 4 < samples * harmonics:
+                _philox(c, k, group, offset, key0, key1)
+                for pair in range(2):
+                    # u in (0, 1]: never 0, so the logarithm is finite; every product
+                    # is exact or one rounding, so a fused multiply-add changes nothing
+                    u: T.float32 = T.Cast("float32", c[2 * pair]) * T.float32(2.0**-32) + T.float32(2.0**-33)
+                    v: T.float32 = (T.Cast("float32", c[2 * pair + 1]) * T.float32(2.0**-32)
+                                    + T.float32(2.0**-33)) * T.float32(_TWO_PI)  # fmt: skip
+                    s: T.float32 = T.sqrt(T.float32(-2) * T.log(u))
+                    z[2 * pair] = s * T.sin(v)
+                    z[2 * pair + 1] = s * T.cos(v)
+                for j in range(4):
+                    if group * 4 + j < samples * harmonics:
+                        out[0, (group * 4 + j) // harmonics, (group * 4 + j) % harmonics] = z[j]
+
+
+@T.prim_func(private=True)
+def philox_bits(key0: T.int64, key1: T.int64, offset: T.int64, out_handle: T.handle):
+    T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True})
+    count = T.int64()
+    out = T.match_buffer(out_handle, (count,), "uint32")
+    for bx in T.thread_binding((count + 4 * THREADS - 1) // (4 * THREADS), thread="blockIdx.x"):
+        for tx in T.thread_binding(THREADS, thread="threadIdx.x"):
+            c = T.alloc_buffer((4,), "uint32", scope="local")
+            k = T.alloc_buffer((2,), "uint32", scope="local")
+            group: T.int64 = bx * THREADS + tx
+            if group * 4 < count:
+                _philox(c, k, group, offset, key0, key1)
+                for j in range(4):
+                    if group * 4 + j < count:
+                        out[group * 4 + j] = c[j]
+
+
+
 
 #: name -> kernel, as the steps module exports them (kokoro_ext.run.resident)
 KERNELS: dict[str, tirx.PrimFunc] = {
@@ -181,6 +205,7 @@ KERNELS: dict[str, tirx.PrimFunc] = {
     "align": align,
     "align_tokens_first": align_tokens_first,
     "philox_normal": philox_normal,
+    "philox_bits": philox_bits,
 }
 #: thread-bound loops of each kernel (tests/cpu_tir.py makes them serial)
 THREAD_LOOPS = {name: 2 for name in KERNELS}
