@@ -66,9 +66,14 @@ working tree together): build here, carry, run one command.
    * each stage against PyTorch float32 on the same GPU (and float64), and the waveform
      against kokoro's own forward on the same noise (on the CPU): kokoro_ext.tools.
      validate's table and its float32 bound, on the first chunk of the first text;
+   * a CUDA build's device steps (``steps_check``): its kernels against their numpy
+     references and their times beside the host steps', one chunk on the device
+     against the host path on the same noise;
    * warm times per text (median of ``--repeat``): the build's stages and PyTorch's
      stage modules on the GPU (eager), chunk by chunk through the same host steps
-     (kokoro_ext.run.pipeline.synthesize_ids), and the time to the first chunk;
+     (kokoro_ext.run.pipeline.synthesize_ids), a CUDA build beside that with its device
+     steps (kokoro_ext.run.resident: the durations and audio the only downloads), and
+     the time to the first chunk;
    * device memory: what the CUDA driver reports in use after the runs (both engines'
      weights and pools), and torch's own peak.
 
@@ -484,9 +489,13 @@ class StageClock:
 def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> dict:
     """Warm medians of ``repeat`` per text, the engines interleaved in one process:
 
-    * each build of ``synths`` (by name), chunk by chunk as Synthesizer runs it
+    * each build of ``synths`` (by name), chunk by chunk through the host steps
       (kokoro_ext.run.pipeline.synthesize_ids), each stage timed, the rest being the
       host steps;
+    * each build with device steps (a CUDA build's steps module: kokoro_ext.run.resident)
+      chunk by chunk as Synthesizer runs it, its tensors on the GPU, the durations and the
+      audio the only downloads: ``builds[name]["device_steps"]`` (the whole chunk timed:
+      its stages' kernels are queued, not waited for, until the audio comes down);
     * ``kmodel``: kokoro's whole ``KModel`` forward on the same device, the call a kokoro
       user makes (``model(phonemes, ref_s)``): the baseline of the ratios;
     * ``torch-stages``: PyTorch's stage modules through the same host steps as the
@@ -530,8 +539,20 @@ def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> d
             frames.append(int(output.pred_dur.sum()))
             yield
 
+    def resident(synth):
+        def speak(chunks, frames):
+            for phon in chunks:
+                ids, style = styled(phon)
+                frames.append(synth.synthesize_ids(ids, style, 1.0, 0).frames)
+                yield
+        return speak
+
     clocks = {name: StageClock(synth._stage) for name, synth in synths.items()}
     engines = {name: pipeline(clock) for name, clock in clocks.items()}
+    # engine -> build: the device-steps path of each build that has one
+    on_device = {f"{name} device-steps": name for name, synth in synths.items()
+                 if synth.resident() is not None}  # fmt: skip
+    engines.update({engine: resident(synths[name]) for engine, name in on_device.items()})
     engines.update({"kmodel": whole, "torch-stages": pipeline(torch_provider(model, device=device))})
 
     def once(engine, chunks):
@@ -570,11 +591,26 @@ def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> d
                 timing["host_seconds"] = timing["seconds"] - sum(timing["stages"].values())
                 timing["over_kmodel"] = None  # below, once KModel's median is known
                 row["builds"][engine] = timing
-            else:
+            elif engine not in on_device:
                 row[engine] = timing
         for timing in row["builds"].values():
             timing["over_kmodel"] = timing["seconds"] / row["kmodel"]["seconds"]
             timing["over_torch_stages"] = timing["seconds"] / row["torch-stages"]["seconds"]
+        for engine, name in on_device.items():
+            done = runs[engine]
+            host = row["builds"][name]
+            seconds = statistics.median(r["seconds"] for r in done)
+            _, transfers = synths[name].resident()
+            host["device_steps"] = {
+                "seconds": seconds,
+                "first_chunk_seconds": statistics.median(r["first_chunk_seconds"] for r in done),
+                "frames_per_chunk": done[0]["frames"],
+                "over_kmodel": seconds / row["kmodel"]["seconds"],
+                "over_host_steps": seconds / host["seconds"],
+                # the last chunk's
+                "downloads_per_chunk": list(transfers.downloads),
+                "uploads_per_chunk": transfers.uploads,
+            }  # fmt: skip
         row["frames_per_chunk"] = runs["kmodel"][0]["frames"]
         times[text] = row
         print(f"{text:<10} KModel {ms(row['kmodel']['seconds'])} ms (first "
@@ -585,7 +621,112 @@ def warm_times(synths: dict, model, inputs: dict, repeat: int, device: str) -> d
             print(f"{'':<10} {name}: {ms(t['seconds'])} ms x{t['over_kmodel']:.2f} of KModel "
                   f"(first {ms(t['first_chunk_seconds'])}; {per_stage}; host "
                   f"{ms(t['host_seconds'])})")  # fmt: skip
+            if d := t.get("device_steps"):
+                print(f"{'':<10} {name} device steps: {ms(d['seconds'])} ms "
+                      f"x{d['over_kmodel']:.2f} of KModel, x{d['over_host_steps']:.2f} of the "
+                      f"host steps' (first {ms(d['first_chunk_seconds'])}; downloads "
+                      f"{d['downloads_per_chunk']})")  # fmt: skip
     return times
+
+
+def steps_check(synth, inputs: dict, repeat: int) -> dict:
+    """A build's device steps (kokoro_ext.run.resident) on its GPU against their numpy
+    references: the durations, both alignments and the Philox words exactly, the noise to float32
+    rounding (kokoro_ext.run.noise.philox_normal), each kernel's median time beside the
+    host step it replaces; then one chunk through the device path against the host path
+    on the same noise (torch's CPU draws, uploaded), and the device path's own noise
+    against the host path given philox_normal's.  Nothing for a build without them."""
+    import numpy as np
+
+    from kokoro_ext.run.alignment import align
+    from kokoro_ext.run.noise import philox_bits, philox_normal, source_noise
+    from kokoro_ext.run.pipeline import durations, synthesize_ids, voice_style
+    from kokoro_ext.run.runner import to_numpy
+    from kokoro_ext.text import phonemes_to_ids
+
+    resident = synth.resident()
+    if resident is None:
+        return {"skipped": "no device steps (not a CUDA build with a steps module)"}
+    steps, transfers = resident
+
+    def median(fn) -> float:
+        seconds = []
+        for _ in range(max(repeat, 3)):
+            start = time.perf_counter()
+            fn()
+            seconds.append(time.perf_counter() - start)
+        return statistics.median(seconds)
+
+    def synced(fn):  # a device step, timed to its result on the host
+        return lambda: to_numpy(fn())
+
+    geometry, rng = synth.geometry, np.random.default_rng(0)
+    tokens, channels = 510, 640
+    predicted = rng.uniform(0, 8, (1, tokens)).astype(np.float32)
+    predicted[0, :4] = [0.5, 1.5, 2.5, 1e-3]  # ties to even, the floor of 1
+    report: dict = {}
+    up_predicted = transfers.up(predicted)
+    on_device, ends = steps.durations(up_predicted, 1.0)
+    counts = durations(predicted[0], 1.0)
+    report["durations_exact"] = bool(np.array_equal(to_numpy(on_device), counts))
+    frames = int(counts.sum())
+    token_of_frame = steps.frame_tokens(ends, frames)
+    values = rng.standard_normal((channels, tokens)).astype(np.float32)
+    want = align(values, counts, frames)
+    up_first, up_last = transfers.up(values.T[None]), transfers.up(values[None])
+    report["align_exact"] = bool(np.array_equal(
+        to_numpy(steps.align(up_last, token_of_frame, "check"))[0], want))  # fmt: skip
+    report["align_tokens_first_exact"] = bool(np.array_equal(
+        to_numpy(steps.align(up_first, token_of_frame, "check", tokens_first=True))[0], want))  # fmt: skip
+    samples = geometry.samples_per_frame * frames
+    words = samples * geometry.harmonics
+    report["philox_bits_exact"] = bool(np.array_equal(
+        to_numpy(steps.philox_bits(7, words)), philox_bits(7, words)[:words]))  # fmt: skip
+    got = to_numpy(steps.noise(7, samples, geometry.harmonics))
+    reference = philox_normal(7, samples, geometry.harmonics)
+    report["noise"] = {"shape": list(got.shape), "max_abs_difference": float(np.abs(got - reference).max()),
+                       "exactly_equal_fraction": float(np.mean(got == reference))}  # fmt: skip
+    report["seconds"] = {
+        "durations_device": median(synced(lambda: steps.durations(up_predicted, 1.0)[0])),
+        "align_device": median(synced(lambda: steps.align(up_last, token_of_frame, "check"))),
+        "align_host": median(lambda: align(values, counts, frames)),
+        "noise_device": median(synced(lambda: steps.noise(7, samples, geometry.harmonics))),
+        "noise_host_torch_cpu_draws": median(lambda: source_noise(7, 1, samples, geometry.harmonics)),
+    }  # fmt: skip
+    # one chunk both ways
+    phon = max((c for chunks in inputs.values() for c in chunks), key=len)
+    ids = phonemes_to_ids(phon, synth.vocab)
+    style = voice_style(synth.voice, len(ids) - 2)
+    host = synthesize_ids(synth._stage, geometry, ids, style, synth.limits, 1.0, 3)
+    chunk_samples = geometry.samples_per_frame * host.frames
+    given = source_noise(3, 1, chunk_samples, geometry.harmonics)
+    device = synth.synthesize_ids(ids, style, 1.0, 3, noise=given)
+    own = synth.synthesize_ids(ids, style, 1.0, 3)
+    philox_host = synthesize_ids(synth._stage, geometry, ids, style, synth.limits, 1.0, 3,
+                                 noise=philox_normal(3, chunk_samples, geometry.harmonics))  # fmt: skip
+
+    def snr(got, want) -> float:
+        err = float(np.sum((got.astype(np.float64) - want) ** 2))
+        return float("inf") if err == 0 else 10 * math.log10(float(np.sum(want.astype(np.float64) ** 2)) / err)
+
+    report["chunk"] = {
+        "tokens": len(ids), "frames": host.frames,
+        "durations_equal": bool(np.array_equal(device.durations, host.durations)),
+        "same_noise_snr_db": snr(device.audio, host.audio),
+        "same_noise_exactly_equal": bool(np.array_equal(device.audio, host.audio)),
+        "philox_noise_vs_host_with_its_reference_snr_db": snr(own.audio, philox_host.audio),
+        "downloads": list(transfers.downloads),
+    }  # fmt: skip
+    ok = report["durations_exact"] and report["align_exact"] and report["align_tokens_first_exact"]
+    print(f"-- device steps: durations and alignment {'exact' if ok else 'DIFFER'}; Philox "
+          f"words {'exact' if report['philox_bits_exact'] else 'DIFFER'}; noise max "
+          f"|difference| {report['noise']['max_abs_difference']:.2e} "
+          f"({report['noise']['exactly_equal_fraction']:.0%} equal); "
+          + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in report["seconds"].items())
+          + f"; a {len(ids)}-token chunk on the host's noise: SNR {report['chunk']['same_noise_snr_db']:.1f} "
+          f"dB from the host path, on its own: {report['chunk']['philox_noise_vs_host_with_its_reference_snr_db']:.1f} dB; "
+          f"downloads {report['chunk']['downloads']}")  # fmt: skip
+    return report
 
 
 def convolution_check(synth, model, phonemes: str, device: str, repeat: int) -> list[dict]:
@@ -749,6 +890,7 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
             entry["fidelity"][mode] = {"stages": [r.__dict__ for r in results],
                                        "passed": passed, "rule": rule}  # fmt: skip
         entry["convolutions"] = convolution_check(synth, model, longest, device, repeat)
+        entry["device_steps"] = steps_check(synth, inputs, repeat)
     report["warm"] = warm_times(synths, model, inputs, repeat, device)
     for name, synth in synths.items():
         report["builds"][name]["memory"] = memory_soak(

@@ -269,7 +269,8 @@ class FrontEnd:
 def load_tvm(artifacts: Path):
     from kokoro_ext.run.synthesizer import Synthesizer
 
-    synth = Synthesizer(artifacts)
+    # the host steps: the source stage's spectrum in the trace, torch's CPU noise as kokoro's
+    synth = Synthesizer(artifacts, device_steps=False)
     if build_facts(synth)["weights"] is None:
         raise ValueError(f"{artifacts} was built with random weights; build the real model")
     return synth

@@ -69,7 +69,9 @@ def test_cuda_targets_parse():
 def test_cuda_build_layout(cuda_build):
     manifest = artifacts.read_manifest(cuda_build)
     assert manifest.target["kind"] == "cuda" and manifest.target["arch"] == "sm_90"
-    assert manifest.requires == {"architectures": ["sm_90"], "ptx": None}
+    # the device steps' module (kokoro_ext.build.steps) beside the stages, recorded
+    steps = {"file": "steps.so", "sha256": artifacts.sha256(cuda_build / "steps.so")}
+    assert manifest.requires == {"architectures": ["sm_90"], "ptx": None, "steps": steps}
     assert manifest.cpu_features == () and manifest.lstm_backend == "gpu"
     for name, entry in manifest.stages.items():
         assert entry.file == f"{name}.so"
@@ -80,8 +82,9 @@ def test_cuda_build_layout(cuda_build):
 
 def test_cuda_stage_libraries_hold_machine_code_not_source(cuda_build):
     manifest = artifacts.read_manifest(cuda_build)
-    for name, entry in manifest.stages.items():
-        images = cuda.images(cuda_build / entry.file)
+    files = {name: entry.file for name, entry in manifest.stages.items()}
+    for name, file in {**files, "steps": manifest.requires["steps"]["file"]}.items():
+        images = cuda.images(cuda_build / file)
         assert images, f"{name}: no CUDA module"
         for image in images:
             assert image.format == cuda.FATBIN_FORMAT, name
@@ -245,3 +248,28 @@ def test_cuda_build_matches_cpu_build(cuda_build, build_dir):
     reference, got = audio[build_dir[0]], audio[cuda_build]
     noise = np.sum((reference.astype(np.float64) - got) ** 2)
     assert 10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / max(noise, 1e-30)) > 40
+
+
+@needs_gpu
+def test_cuda_device_steps_match_the_host_steps(cuda_build):
+    """On the GPU, a chunk with its tensors on the device (kokoro_ext.run.resident) gives
+    the host path's audio on the same noise, and its own Philox noise is philox_normal's."""
+    from kokoro_ext.run.noise import philox_normal, source_noise
+    from kokoro_ext.run.pipeline import synthesize_ids, voice_style
+    from kokoro_ext.text.g2p import phonemes_to_ids
+
+    synth = Synthesizer(cuda_build)
+    steps, transfers = synth.resident()
+    ids = phonemes_to_ids("həlˈoʊ wˈɜːld", synth.vocab)
+    style = voice_style(synth.voice, len(ids) - 2)
+    host = synthesize_ids(synth._stage, synth.geometry, ids, style, synth.limits, seed=3)
+    samples = synth.geometry.samples_per_frame * host.frames
+    noise = source_noise(3, 1, samples, synth.geometry.harmonics)
+    device = synth.synthesize_ids(ids, style, seed=3, noise=noise)
+    assert [name for name, *_ in transfers.downloads] == ["durations", "audio"]
+    assert np.array_equal(device.durations, host.durations)
+    np.testing.assert_allclose(device.audio, host.audio, rtol=1e-5, atol=1e-6)
+    own = synth.synthesize_ids(ids, style, seed=3)
+    reference = philox_normal(3, samples, synth.geometry.harmonics)
+    philox = synthesize_ids(synth._stage, synth.geometry, ids, style, synth.limits, seed=3, noise=reference)
+    np.testing.assert_allclose(own.audio, philox.audio, rtol=1e-4, atol=1e-5)

@@ -87,11 +87,13 @@ def synthesize_ids(
     limits: Limits,
     speed: float = 1.0,
     seed: int = 0,
+    noise: np.ndarray | None = None,
 ) -> Trace:
     """Token ids (with kokoro's boundary 0s) and a [1, 256] style row -> Trace.
 
     ``seed`` fixes the harmonic source's noise: the draws kokoro makes after
-    ``torch.manual_seed(seed)`` (kokoro_ext.run.noise.source_noise).  Raises
+    ``torch.manual_seed(seed)`` (kokoro_ext.run.noise.source_noise); ``noise``
+    (float32 [1, samples, harmonics]) is used instead where given.  Raises
     LengthOverflow when the input needs more tokens or frames than ``limits``, and
     NonFiniteOutput naming the stage whose output holds NaN or Inf.
     """
@@ -125,12 +127,12 @@ def synthesize_ids(
         style=predictor_style,
     )
     samples = geometry.samples_per_frame * frames
-    source = run(
-        "source",
-        F0=prosody["F0"],
-        lengths=frame_lengths,
-        noise=source_noise(seed, 1, samples, geometry.harmonics),
-    )
+    if noise is None:
+        noise = source_noise(seed, 1, samples, geometry.harmonics)
+    elif tuple(np.shape(noise)) != (1, samples, geometry.harmonics):
+        raise ValueError(f"noise of shape {tuple(np.shape(noise))} given, this chunk takes "
+                         f"{(1, samples, geometry.harmonics)}")  # fmt: skip
+    source = run("source", F0=prosody["F0"], lengths=frame_lengths, noise=noise)
     decoder = run(
         "decoder",
         asr=align(text["t_en"][0], frames_per_token, frames)[None],

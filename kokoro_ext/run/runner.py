@@ -164,12 +164,16 @@ class StageRunner:
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         arrays = [_numpy(a) for a in args]
-        if self._device == "cuda":
-            gpu_pool().before_call((id(self), *(np.shape(a) for a in arrays)))
-        out = self._main(*(self._input(to_tensor(a)) for a in arrays), *self._weights)
-        if isinstance(out, tvm_ffi.Tensor):
-            return [self._output(out)]
+        out = self.call_tensors(*(self._input(to_tensor(a)) for a in arrays))
         return [self._output(o) for o in out]
+
+    def call_tensors(self, *inputs: tvm_ffi.Tensor) -> list[tvm_ffi.Tensor]:
+        """``main`` on tensors already on the stage's device; its outputs left there
+        (kokoro_ext.run.resident keeps a chunk's tensors on the GPU)."""
+        if self._device == "cuda":
+            gpu_pool().before_call((id(self), *(tuple(int(d) for d in t.shape) for t in inputs)))
+        out = self._main(*inputs, *self._weights)
+        return [out] if isinstance(out, tvm_ffi.Tensor) else list(out)
 
 
 class NamedStage:

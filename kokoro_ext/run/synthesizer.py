@@ -15,6 +15,8 @@ from kokoro_ext.run import artifacts, contract, cpu, cuda, native
 from kokoro_ext.run.errors import BadSpeed, NothingToSay, TooLong
 from kokoro_ext.run.manifest import Manifest
 from kokoro_ext.run.pipeline import LengthOverflow, Trace, synthesize_ids, voice_style
+from kokoro_ext.run.resident import Steps, Transfers, cuda_transfers, load_cuda_steps
+from kokoro_ext.run.resident import synthesize_resident
 from kokoro_ext.run.runner import NamedStage, StageRunner, load_library
 from kokoro_ext.run.timestamps import TimedWord, times
 from kokoro_ext.run.voices import NamedVoice, check_voice_pack, load_voice_array, voice_language
@@ -124,9 +126,18 @@ class Synthesizer:
     the native kernels), so parallel calls would only contend for them, and a Relax
     VirtualMachine is not documented as safe to call from several threads at once.
     Streams interleave chunk by chunk; G2P and stage loading have locks of their own.
+
+    A CUDA build whose manifest lists a steps module runs each chunk with its tensors on
+    the GPU (kokoro_ext.run.resident): the durations, alignments and source noise are
+    device kernels, and the noise is the device's Philox noise of the seed, not torch's
+    CPU draws.  ``device_steps=False`` runs the host steps instead (torch's CPU noise, every
+    stage's outputs in ``Trace.stages``): what the fidelity tools compare engines with.
     """
 
-    def __init__(self, artifacts_dir: str | Path = "artifacts", lang: str | None = None):
+    def __init__(
+        self, artifacts_dir: str | Path = "artifacts", lang: str | None = None,
+        device_steps: bool = True,
+    ):  # fmt: skip
         # lang: a Kokoro language code (a b e f h i j p z, kokoro_ext.text.languages);
         # None speaks the language each call's voice name implies (ef_dora: Spanish)
         self.lang = None if lang is None else resolve_language(lang).code
@@ -157,6 +168,11 @@ class Synthesizer:
         # a lock per stage: the first chunk's text stage need not wait for the decoder's load
         self._load_locks = {name: threading.Lock() for name in self.manifest.stages}
         self._text_lock = threading.Lock()
+        self.device_steps = device_steps
+        self._steps: Steps | None = None
+        self._transfers: Transfers | None = None
+        self._device_stages: dict[str, NamedStage] = {}
+        self._steps_lock = threading.Lock()
 
     def _stage(self, name: str) -> NamedStage:
         """The compiled stage ``name``, called by the names of its signature."""
@@ -179,6 +195,48 @@ class Synthesizer:
                     signature.output_names,
                 )
             return self._runners[name]
+
+    def _device_stage(self, name: str) -> NamedStage:
+        """Stage ``name`` on tensors on its device, its outputs left there."""
+        if name not in self._device_stages:
+            stage = self._stage(name)
+            self._device_stages[name] = NamedStage(stage.call.call_tensors, stage.inputs,
+                                                   stage.outputs)  # fmt: skip
+        return self._device_stages[name]
+
+    def resident(self) -> tuple[Steps, Transfers] | None:
+        """The device steps and transfers of a CUDA build with a steps module (loaded
+        once), None where chunks run the host steps (another build, or
+        ``device_steps=False``)."""
+        if not self.device_steps or self.manifest.target.get("kind") != "cuda":
+            return None
+        if self._steps is None:
+            with self._steps_lock:
+                if self._steps is None:
+                    steps = load_cuda_steps(self.directory, self.manifest.requires)
+                    if steps is None:
+                        self.device_steps = False  # a build without one: the host steps
+                        return None
+                    self._transfers, self._steps = cuda_transfers(), steps
+        return self._steps, self._transfers
+
+    def synthesize_ids(
+        self, ids: list[int], style: np.ndarray, speed: float = 1.0, seed: int = 0,
+        noise: np.ndarray | None = None,
+    ) -> Trace:  # fmt: skip
+        """One chunk of token ids (kokoro's boundary 0s included) and a [1, 256] style row
+        -> Trace, on the device where the build has device steps (``resident``), else
+        through the host steps.  ``noise`` [1, samples, harmonics]: the source noise to
+        use instead of the seed's (the host steps' torch draws, or the device's Philox)."""
+        resident = self.resident()
+        with self._lock:
+            if resident is not None:
+                steps, transfers = resident
+                transfers.reset()
+                return synthesize_resident(self._device_stage, steps, transfers, self.geometry,
+                                           ids, style, self.limits, speed, seed, noise)  # fmt: skip
+            return synthesize_ids(self._stage, self.geometry, ids, style, self.limits, speed,
+                                  seed, noise)  # fmt: skip
 
     def load(self) -> None:
         """Load every stage now (each is otherwise loaded on its first use).
@@ -380,9 +438,5 @@ class Synthesizer:
         return load_voice_array(voice)
 
     def _run(self, ids: list[int], voice: np.ndarray, speed: float, seed: int) -> Trace:
-        style = voice_style(voice, len(ids) - 2)
-        with self._lock:
-            return synthesize_ids(
-                self._stage, self.geometry, ids, style, self.limits, speed, seed
-            )
+        return self.synthesize_ids(ids, voice_style(voice, len(ids) - 2), speed, seed)
 

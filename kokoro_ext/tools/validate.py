@@ -259,10 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         environment.check_build_compiler(args.artifacts)
-        synth = Synthesizer(args.artifacts)
+        # the host steps (torch's CPU noise, every stage's outputs): both engines on one noise
+        synth = Synthesizer(args.artifacts, device_steps=False)
         phonemes = args.phonemes or synth.phonemize(args.text)
         results = validate(synth, phonemes, args.seed, args.speed)
-        distances = against(synth, Synthesizer(args.against), phonemes, args.seed) if args.against else []
+        reference = Synthesizer(args.against, device_steps=False) if args.against else None
+        distances = against(synth, reference, phonemes, args.seed) if reference else []
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

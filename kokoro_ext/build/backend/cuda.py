@@ -15,8 +15,9 @@ from typing import Any, ClassVar
 
 from pathlib import Path
 
-from kokoro_ext.build import cuda, cudnn
+from kokoro_ext.build import cuda, cudnn, steps
 from kokoro_ext.build.backend.gpu import GpuTarget
+from kokoro_ext.run.resident import STEPS
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,13 @@ class CudaTarget(GpuTarget):
         cuda.nvcc()  # refuses with how to install it, before any compiling
 
     def add_libraries(self, directory: Path) -> Mapping[str, Any]:
-        """The cuDNN convolutions' library of a target whose ``libs`` name cuDNN
-        (kokoro_ext.build.cudnn), its SHA-256 in ``requires``."""
+        """The steps module (the host steps as device kernels: kokoro_ext.build.steps)
+        and, for a target whose ``libs`` name cuDNN, the cuDNN convolutions' library
+        (kokoro_ext.build.cudnn); each recorded in ``requires`` with its SHA-256."""
         requires = dict(self.requires)
         if cudnn.LIB in self.target.get("libs", ()):
             requires["libraries"] = cudnn.library_record(cudnn.build_library(directory))
+        requires[STEPS] = steps.build_steps(self, directory)
         return requires
 
     def fcompile(self) -> Callable | None:
