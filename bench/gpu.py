@@ -76,6 +76,34 @@ working tree together): build here, carry, run one command.
 CPU, first text only): a check of the script where no GPU is.  tests/test_gpu_bundle.py
 prepares the small config's CPU build and runs it so in a process that sees only the
 bundle, torch and numpy.
+
+Real weights (``prepare --real-weights [ONNX]``, default the fetched
+kokoro-v1.0.int8.onnx; tests/test_gpu_weights.py):
+
+* Here, the export is imported into the builds' config's KModel
+  (kokoro_ext.build.model.onnx_import) and each state dict tensor kept in the least
+  that gives it back bit for bit with numpy alone (compact_state): the int8 weights as
+  their codes (``q - zero_point``, in the state's layout) and float32 scales
+  (onnx_import.quantized_codes, checked element by element), a tensor of one repeated
+  value as that value, float16 where exact, else float32; deflated in ``.npz`` parts.
+  The parts are as many as the device calls that carry them (plan_parts): every call
+  carries the repository's tracked files, the last the bundle and its own part, the
+  others only theirs, each under 64 MiB, measured on the files written.  They go to
+  ``gpu-weights/<n>/part-<n>.npz``; prepare prints each call's ``carry`` and command:
+  the calls before the last copy their part to DEVICE_PARTS (``/tmp``, kept while the
+  machine is warm), the last runs ``gpu.py run --weights real --parts DEVICE_PARTS
+  ../gpu-weights/<n>``, which refuses, naming the call to repeat, if a part is missing.
+  The bundle also gets bench/quality.py's two sets (24 plain sentences and 16 written
+  ones) as its engines get them: the offline G2P's phonemes, the spoken form the WER
+  counts against, the voice's rows (af_heart).
+* There, the state dict is rebuilt from the parts (numpy, then torch) and goes through
+  the builds' transforms as the random weights do; then, before the other checks, each
+  build and kokoro's KModel on the GPU speak the quality sets (seed 0): ``audio-<engine>.npz``
+  beside ``--out``, 16-bit PCM at 24 kHz per sentence with an index.
+* Here again, ``score DIR`` transcribes them with pocketsphinx (bench/quality.py's
+  Recognizer) and prints each engine's WER per set against the CPU float32 build's in
+  bench/results/quality*.json on the same sentences: pass within 0.01.  Writes
+  bench/results/gpu-quality.{txt,json}.
 """
 
 from __future__ import annotations
@@ -110,7 +138,7 @@ BUILDS, TRANSFORMS = "builds", "transforms"
 WEIGHTS_DIR, PART_FORMAT = Path("gpu-weights"), 1
 DEVICE_PARTS = "/tmp/kokoro-weights"
 #: what a call's size is kept under CARRY_LIMIT by (the zip members' headers, the tool's own)
-CARRY_MARGIN = 2**20
+CARRY_MARGIN = 2 * 2**20
 #: what comes back from a call: at most 8 files of at most 16 MiB each
 RETURN_FILES, RETURN_LIMIT = 8, 16 * 2**20
 #: bench/quality.py's sets as the bundle carries them (phonemes made here, no G2P there),
@@ -242,7 +270,7 @@ def copy_tvm_ffi(out: Path, wheels: list[Path], python: str) -> None:
 def prepare(
     artifacts: Path | list[Path], out: Path, ffi_wheels: list[Path] | None = None,
     python: str = "3.12", log=print, real_weights: Path | None = None,
-    weights_out: Path = WEIGHTS_DIR, limit: int = CARRY_LIMIT,
+    weights_out: Path = WEIGHTS_DIR, carry_limit: int = CARRY_LIMIT,
 ) -> Path:  # fmt: skip
     """The bundle of the builds ``artifacts`` (one or several, of one config: timed side
     by side there) in ``out``; with ``real_weights`` (an int8 ONNX export), its weights
@@ -311,16 +339,16 @@ def prepare(
     total = size + (tracked or 0)
     log(f"wrote {out}: {size / 2**20:.1f} MiB"
         + (f"; with the repository's tracked files {total / 2**20:.1f} MiB" if tracked else "")
-        + f" of the {limit / 2**20:.0f} MiB a device call carries")  # fmt: skip
-    if total > limit:
+        + f" of the {carry_limit / 2**20:.0f} MiB a device call carries")  # fmt: skip
+    if total > carry_limit:
         raise SystemExit(f"{out} does not fit a device call: {total / 2**20:.1f} MiB")
     untracked = _repository_size(root, out, "untracked")
-    if untracked and total + untracked > limit:
+    if untracked and total + untracked > carry_limit:
         log(f"warning: this checkout's untracked files that git does not ignore "
             f"({untracked / 2**20:.1f} MiB) would travel with a device call too and take it "
-            f"over {limit / 2**20:.0f} MiB: move them away or ignore them")  # fmt: skip
+            f"over {carry_limit / 2**20:.0f} MiB: move them away or ignore them")  # fmt: skip
     if real_weights is not None:
-        prepare_real_weights(Path(real_weights), config, weights_out, out, root, limit, log)
+        prepare_real_weights(Path(real_weights), config, weights_out, out, root, carry_limit, log)
     return out
 
 
@@ -529,22 +557,24 @@ def prepare_real_weights(onnx: Path, config: dict, out: Path, bundle: Path, root
 
 
 def quality_inputs(out: Path, vocab: dict, tokens: int, voice: str = "af_heart") -> dict:
-    """bench/quality.py's two sets as its engines get them (the offline G2P's phonemes,
-    the spoken form the WER counts against) in ``out/QUALITY_INPUTS``, and ``voice``'s
-    rows in ``out/QUALITY_VOICE``; each sentence checked to fit ``tokens``."""
+    """bench/quality.py's two sets as its engines get them (the phonemes of the text front
+    end a build's Synthesizer.phonemize runs, numbers and abbreviations spelled out; the
+    spoken form the WER counts against) in ``out/QUALITY_INPUTS``, and ``voice``'s rows
+    in ``out/QUALITY_VOICE``; each sentence checked to fit ``tokens``."""
     import numpy as np
 
-    from quality import SENTENCES, WRITTEN, FrontEnd, spoken
+    from quality import SENTENCES, WRITTEN, spoken
 
     from kokoro_ext.run.voices import load_voice_array
     from kokoro_ext.text import phonemes_to_ids
+    from kokoro_ext.text.pipeline import TextPipeline
 
-    front = FrontEnd()
+    front = TextPipeline("a")  # American English: the voice's language
     sets = {}
     for name, texts in (("plain", SENTENCES), ("written", WRITTEN)):
         rows = []
         for text in texts:
-            phonemes = front.phonemize(text)
+            phonemes = front.phonemize(text, True)
             if len(phonemes_to_ids(phonemes, vocab)) > tokens:
                 raise SystemExit(f"{text!r} is over the build's {tokens} tokens")
             rows.append({"text": text, "said": spoken(text, name == "written"), "phonemes": phonemes})
@@ -686,6 +716,15 @@ def real_model(config: dict, parts: list[Path]):
         raise SystemExit(f"the parts are of another model than the builds' config: "
                          f"{sorted(set(arrays) ^ set(expected))[:5]} differ")  # fmt: skip
     model.load_state_dict({key: torch.from_numpy(value) for key, value in arrays.items()})
+    # the weight-normalized modules' weights, from the loaded g and v without autograd
+    # (as a forward under no_grad leaves them): copy.deepcopy takes no other tensor
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    with torch.no_grad():
+        for module in model.modules():
+            for hook in module._forward_pre_hooks.values():
+                if isinstance(hook, WeightNorm):
+                    setattr(module, hook.name, hook.compute_weight(module))
     return model, Source(path=source["path"], sha256=source["sha256"])
 
 
@@ -1013,11 +1052,11 @@ def speak_quality(synths: dict, model, directory: Path, device: str, out: Path,
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]["phonemes"]))
         for i in sorted(order[:first]) if first else range(len(rows)):
             sentences.append({"key": f"{name}-{i:02d}", "set": name, **rows[i]})
-    first_synth = next(iter(synths.values()))
+    vocab = model.vocab  # the builds' config's, which the model was made from
     kmodel = copy.deepcopy(model).to(device).eval()
 
     def kokoro(phonemes: str):
-        ids = phonemes_to_ids(phonemes, first_synth.vocab)
+        ids = phonemes_to_ids(phonemes, vocab)
         style = torch.from_numpy(voice_style(voice, len(ids) - 2)).to(device)
         with torch.random.fork_rng(devices=[0] if device == "cuda" else []), torch.no_grad():
             torch.manual_seed(spec["seed"])
@@ -1248,7 +1287,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", default="3.12", help="the Python there (its tvm-ffi core)")
     p.add_argument("--tvm-ffi-wheel", type=Path, action="append", default=[],
                    help="an apache-tvm-ffi wheel whose compiled core to add (repeatable)")  # fmt: skip
-    p.add_argument("--real-weights", type=Path, nargs="?", const="",
+    p.add_argument("--real-weights", nargs="?", const="",
                    help="an int8 ONNX export (default: the fetched kokoro-v1.0.int8.onnx): "
                    "its weights in parts for the device calls, and the quality sets")  # fmt: skip
     p.add_argument("--weights-out", type=Path, default=WEIGHTS_DIR,
@@ -1278,7 +1317,8 @@ def main(argv: list[str] | None = None) -> int:
 
             onnx = default_weights()
         prepare(args.artifacts, args.out, args.tvm_ffi_wheel, args.python,
-                real_weights=onnx, weights_out=args.weights_out)  # fmt: skip
+                real_weights=Path(onnx) if onnx is not None else None,
+                weights_out=args.weights_out)  # fmt: skip
     elif args.command == "run":
         if (args.weights == "real") != bool(args.parts):
             parser.error("--weights real takes --parts, and --parts only --weights real")
