@@ -452,9 +452,10 @@ def _stored_bytes(key: str, entry: dict) -> int:
 
 def plan_parts(sizes: dict[str, int], bundle: int, tracked: int,
                limit: int = CARRY_LIMIT, margin: int = CARRY_MARGIN) -> list[list[str]]:
-    """The keys of ``sizes`` (bytes each takes in a part) per device call, fewest calls
-    first fit: every call carries the repository's ``tracked`` bytes, the last the
-    ``bundle`` too, and none over ``limit`` less ``margin``."""
+    """The keys of ``sizes`` (bytes each takes in a part) per device call, packed first
+    fit, largest first, the last call first: every call carries the repository's
+    ``tracked`` bytes, the last the ``bundle`` too, and none over ``limit`` less
+    ``margin``."""
     room = limit - margin - tracked
     if room - bundle < 0:
         raise SystemExit(f"the bundle ({bundle / 2**20:.1f} MiB) and the tracked files "
@@ -1117,6 +1118,8 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
 
     device = "cpu" if dry_run else "cuda"
     report: dict = {"device": device, "seed": seed, "weights": "real" if parts else "random"}
+    if parts and not (directory / QUALITY_INPUTS).is_file():
+        raise SystemExit(f"{directory} has no {QUALITY_INPUTS}: prepare it with --real-weights")
     if device == "cuda":
         from kokoro_ext.run import cuda
 
@@ -1130,8 +1133,6 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
                         for name, synth in synths.items()}  # fmt: skip
     if parts:
         report["weights_source"] = next(iter(synths.values())).manifest.weights.to_json()
-        if not (directory / QUALITY_INPUTS).is_file():
-            raise SystemExit(f"{directory} has no {QUALITY_INPUTS}: prepare it with --real-weights")
         where = audio or (out.parent if out is not None else Path.cwd())
         report["quality"] = speak_quality(synths, model, directory, device, where,
                                           first=1 if dry_run else None)  # fmt: skip
