@@ -81,6 +81,34 @@ working tree together): build here, carry, run one command.
 CPU, first text only): a check of the script where no GPU is.  tests/test_gpu_bundle.py
 prepares the small config's CPU build and runs it so in a process that sees only the
 bundle, torch and numpy.
+
+Real weights (``prepare --real-weights [ONNX]``, default the fetched
+kokoro-v1.0.int8.onnx; tests/test_gpu_weights.py):
+
+* Here, the export is imported into the builds' config's KModel
+  (kokoro_ext.build.model.onnx_import) and each state dict tensor kept in the least
+  that gives it back bit for bit with numpy alone (compact_state): the int8 weights as
+  their codes (``q - zero_point``, in the state's layout) and float32 scales
+  (onnx_import.quantized_codes, checked element by element), a tensor of one repeated
+  value as that value, float16 where exact, else float32; deflated in ``.npz`` parts.
+  The parts are as many as the device calls that carry them (plan_parts): every call
+  carries the repository's tracked files, the last the bundle and its own part, the
+  others only theirs, each under 64 MiB, measured on the files written.  They go to
+  ``gpu-weights/<n>/part-<n>.npz``; prepare prints each call's ``carry`` and command:
+  the calls before the last copy their part to DEVICE_PARTS (``/tmp``, kept while the
+  machine is warm), the last runs ``gpu.py run --weights real --parts DEVICE_PARTS
+  ../gpu-weights/<n>``, which refuses, naming the call to repeat, if a part is missing.
+  The bundle also gets bench/quality.py's two sets (24 plain sentences and 16 written
+  ones) as its engines get them: the offline G2P's phonemes, the spoken form the WER
+  counts against, the voice's rows (af_heart).
+* There, the state dict is rebuilt from the parts (numpy, then torch) and goes through
+  the builds' transforms as the random weights do; then, before the other checks, each
+  build and kokoro's KModel on the GPU speak the quality sets (seed 0): ``audio-<engine>.npz``
+  beside ``--out``, 16-bit PCM at 24 kHz per sentence with an index.
+* Here again, ``score DIR`` transcribes them with pocketsphinx (bench/quality.py's
+  Recognizer) and prints each engine's WER per set against the CPU float32 build's in
+  bench/results/quality*.json on the same sentences: pass within 0.01.  Writes
+  bench/results/gpu-quality.{txt,json}.
 """
 
 from __future__ import annotations
@@ -109,6 +137,23 @@ KERNEL_VARIANTS = ("avx2", "baseline")
 #: the bundle's folders: the builds (each in its own, by its folder's name here), their
 #: host-compiled weight transforms (``transforms/<build>/<stage>.so``)
 BUILDS, TRANSFORMS = "builds", "transforms"
+#: a real model's weights (``prepare --real-weights``): ``<n>/part-<n>.npz``, one folder
+#: per device call; the calls before the last copy theirs to DEVICE_PARTS, the last
+#: carries its own with the bundle (see Real weights)
+WEIGHTS_DIR, PART_FORMAT = Path("gpu-weights"), 1
+DEVICE_PARTS = "/tmp/kokoro-weights"
+#: what a call's size is kept under CARRY_LIMIT by (the zip members' headers, the tool's own)
+CARRY_MARGIN = 2 * 2**20
+#: what comes back from a call: at most 8 files of at most 16 MiB each
+RETURN_FILES, RETURN_LIMIT = 8, 16 * 2**20
+#: bench/quality.py's sets as the bundle carries them (phonemes made here, no G2P there),
+#: the voice's rows, and the engines' audio there: ``audio-<engine>.npz``
+QUALITY_INPUTS, QUALITY_VOICE, AUDIO_PREFIX = "quality.json", "quality-voice.npy", "audio-"
+#: score: a GPU engine passes where its WER is within this of the CPU float32 build's
+WER_TOLERANCE = 0.01
+#: score's baseline: bench/quality.py's results per set, the engine of its --artifacts
+#: build (bench/results' were made with the float32-products CPU build)
+BASELINES, BASELINE_ENGINE = {"plain": "quality.json", "written": "quality-written.json"}, "tvm"
 #: the duration head of the random model: its bias, and the L1 norm of each weight row at
 #: most (see the docstring: 1 to 7 frames a token, 3 where the LSTM's output is small)
 DURATION_BIAS, DURATION_ROW_L1 = -2.75, 1.0
@@ -229,10 +274,13 @@ def copy_tvm_ffi(out: Path, wheels: list[Path], python: str) -> None:
 
 def prepare(
     artifacts: Path | list[Path], out: Path, ffi_wheels: list[Path] | None = None,
-    python: str = "3.12", log=print,
+    python: str = "3.12", log=print, real_weights: Path | None = None,
+    weights_out: Path = WEIGHTS_DIR, carry_limit: int = CARRY_LIMIT,
 ) -> Path:  # fmt: skip
     """The bundle of the builds ``artifacts`` (one or several, of one config: timed side
-    by side there) in ``out``."""
+    by side there) in ``out``; with ``real_weights`` (an int8 ONNX export), its weights
+    in parts under ``weights_out`` (prepare_real_weights) and the quality sets'
+    inputs in the bundle."""
     sys.path.insert(0, str(HERE))
     from user import TEXTS  # bench/user.py's texts
 
@@ -285,6 +333,9 @@ def prepare(
         chunks = pipeline.run(text, chunking=Chunking(lambda _: limit, limit, Progress()))
         inputs[name] = [c.piece.phonemes for c in chunks.chunks]
     (out / "inputs.json").write_text(json.dumps(inputs, ensure_ascii=False, indent=1))
+    if real_weights is not None:
+        config = json.loads((builds[0] / files.CONFIG).read_text())
+        quality_inputs(out, config["vocab"], manifest.limits.tokens)
 
     # the limit is checked on the bundle and the tracked files, which a clean checkout
     # has too; untracked files a user keeps are named, since a call carries them as well
@@ -293,14 +344,16 @@ def prepare(
     total = size + (tracked or 0)
     log(f"wrote {out}: {size / 2**20:.1f} MiB"
         + (f"; with the repository's tracked files {total / 2**20:.1f} MiB" if tracked else "")
-        + f" of the {CARRY_LIMIT / 2**20:.0f} MiB a device call carries")  # fmt: skip
-    if total > CARRY_LIMIT:
+        + f" of the {carry_limit / 2**20:.0f} MiB a device call carries")  # fmt: skip
+    if total > carry_limit:
         raise SystemExit(f"{out} does not fit a device call: {total / 2**20:.1f} MiB")
     untracked = _repository_size(root, out, "untracked")
-    if untracked and total + untracked > CARRY_LIMIT:
+    if untracked and total + untracked > carry_limit:
         log(f"warning: this checkout's untracked files that git does not ignore "
             f"({untracked / 2**20:.1f} MiB) would travel with a device call too and take it "
-            f"over {CARRY_LIMIT / 2**20:.0f} MiB: move them away or ignore them")  # fmt: skip
+            f"over {carry_limit / 2**20:.0f} MiB: move them away or ignore them")  # fmt: skip
+    if real_weights is not None:
+        prepare_real_weights(Path(real_weights), config, weights_out, out, root, carry_limit, log)
     return out
 
 
@@ -350,6 +403,192 @@ def _host_transforms(artifacts: Path, out: Path, log=print) -> None:
                              f"weights {artifacts} stored")  # fmt: skip
         log(f"{artifacts.name} {name}: weight transform {path.stat().st_size / 1e6:.2f} MB, "
             f"{time.perf_counter() - start:.0f} s, the build's weights exactly")  # fmt: skip
+
+
+# -- here: the real model's weights in parts, the quality sets --------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceCall:
+    """One device call of a real-weights run: what it carries (paths from the repository's
+    root) and their bytes, the repository's tracked files included."""
+
+    number: int
+    carry: tuple[str, ...]
+    bytes: int
+    command: str
+
+
+def compact_state(state: dict, quantized: dict) -> dict[str, dict]:
+    """Each tensor of ``state`` (float32) in the least that gives it back bit for bit
+    (expand_entry): its one-byte codes and scales (and offset) where ``quantized``
+    (onnx_import.quantized_codes) has it, one value where all its elements are one
+    (the parameters the export lacks: identity norms, ALBERT's zero pooler), float16
+    where that is exact, else float32."""
+    import numpy as np
+
+    entries = {}
+    for key, tensor in state.items():
+        value = tensor.detach().cpu().contiguous().numpy()
+        if value.dtype != np.float32:
+            raise SystemExit(f"{key} is {value.dtype}: the parts hold float32 tensors")
+        bits = value.view(np.uint32)
+        if key in quantized:
+            q = quantized[key]
+            entries[key] = {"codes": q.codes, "scale": q.scale}
+            if q.offset:
+                entries[key]["offset"] = np.array(q.offset, np.float32)
+        elif value.size and np.all(bits == bits.flat[0]):
+            entries[key] = {"fill": value.reshape(-1)[:1].copy()}
+        else:
+            half = value.astype(np.float16)
+            exact = np.array_equal(half.astype(np.float32).view(np.uint32), bits)
+            entries[key] = {"float16": half} if exact else {"float32": value}
+    return entries
+
+
+def _stored_bytes(key: str, entry: dict) -> int:
+    """About what ``entry``'s arrays take in a part (np.savez_compressed: deflate, a zip
+    and an .npy header per array)."""
+    import zlib
+
+    return sum(len(zlib.compress(a.tobytes(), 6)) + 2 * len(key) + 256 for a in entry.values())
+
+
+def plan_parts(sizes: dict[str, int], bundle: int, tracked: int,
+               limit: int = CARRY_LIMIT, margin: int = CARRY_MARGIN) -> list[list[str]]:
+    """The keys of ``sizes`` (bytes each takes in a part) per device call, packed first
+    fit, largest first, the last call first: every call carries the repository's
+    ``tracked`` bytes, the last the ``bundle`` too, and none over ``limit`` less
+    ``margin``."""
+    room = limit - margin - tracked
+    if room - bundle < 0:
+        raise SystemExit(f"the bundle ({bundle / 2**20:.1f} MiB) and the tracked files "
+                         f"({tracked / 2**20:.1f} MiB) do not fit a device call")  # fmt: skip
+    calls: list[list] = [[room - bundle, []]]  # the last call first
+    for key in sorted(sizes, key=lambda k: -sizes[k]):
+        for call in calls:
+            if sizes[key] <= call[0]:
+                call[0] -= sizes[key]
+                call[1].append(key)
+                break
+        else:
+            if sizes[key] > room:
+                raise SystemExit(f"{key} ({sizes[key] / 2**20:.1f} MiB) fits no device call")
+            calls.append([room - sizes[key], [key]])
+    order = {key: i for i, key in enumerate(sizes)}
+    return [sorted(keys, key=order.__getitem__) for _, keys in calls[1:] + calls[:1]]
+
+
+def write_parts(entries: dict[str, dict], shapes: dict[str, list[int]], calls: list[list[str]],
+                out: Path, source: dict) -> list[Path]:  # fmt: skip
+    """``entries`` (of tensors of ``shapes``) in one part per call of ``calls``:
+    ``out/<n>/part-<n>.npz``, each with an index of every tensor's shape, its own tensors
+    and the ``source`` (the ONNX's name and SHA-256), so that the run there can tell a
+    part missing or of another model."""
+    import numpy as np
+
+    if out.exists():
+        shutil.rmtree(out)
+    paths = []
+    for number, keys in enumerate(calls, 1):
+        index = {"format": PART_FORMAT, "source": source, "part": number, "parts": len(calls),
+                 "shapes": shapes, "keys": keys}  # fmt: skip
+        arrays = {f"{key}:{kind}": array for key in keys for kind, array in entries[key].items()}
+        path = out / str(number) / f"part-{number}.npz"
+        path.parent.mkdir(parents=True)
+        np.savez_compressed(path, __index__=np.array(json.dumps(index)), **arrays)
+        paths.append(path)
+    return paths
+
+
+def prepare_real_weights(onnx: Path, config: dict, out: Path, bundle: Path, root: Path,
+                         limit: int = CARRY_LIMIT, log=print) -> list[DeviceCall]:
+    """The weights of the int8 export ``onnx`` (for ``config``'s KModel) in parts under
+    ``out``, as many as the device calls take that carry them: each call its part and
+    the repository's tracked files, the last the bundle too, each under ``limit``
+    (measured on the files written).  Returns the calls, with their commands."""
+    from kokoro_ext.build.model import build_model
+    from kokoro_ext.build.model.onnx_import import import_onnx, quantized_codes
+    from kokoro_ext.run import artifacts as files
+
+    start = time.perf_counter()
+    model = build_model(config, weights=None, seed=0)
+    try:
+        imported = import_onnx(onnx, model)
+    except ValueError as error:
+        raise SystemExit(f"--real-weights: {error}") from None
+    if not imported.quantized:
+        raise SystemExit(f"--real-weights takes an int8 export (its codes travel): {onnx} is float32")
+    entries = compact_state(imported.state_dict, quantized_codes(onnx, model, imported))
+    sizes = {key: _stored_bytes(key, entry) for key, entry in entries.items()}
+    bundle_bytes = _tree_size(bundle)
+    tracked = _repository_size(root, bundle, "tracked") or 0
+    calls = plan_parts(sizes, bundle_bytes, tracked, limit)
+    source = {"path": onnx.name, "sha256": files.sha256(onnx)}
+    shapes = {key: list(tensor.shape) for key, tensor in imported.state_dict.items()}
+    paths = write_parts(entries, shapes, calls, out, source)
+    kinds = {}
+    for entry in entries.values():
+        kind = next(iter(entry))
+        kinds[kind] = kinds.get(kind, 0) + 1
+    log(f"{onnx.name}: {len(entries)} tensors ({', '.join(f'{n} {k}' for k, n in kinds.items())}) "
+        f"in {len(paths)} parts, {sum(p.stat().st_size for p in paths) / 2**20:.1f} MiB, "
+        f"{time.perf_counter() - start:.0f} s")  # fmt: skip
+    # a device call carries paths of the repository (absolute ones elsewhere: a test's)
+    where, bundle_at = (p.resolve() for p in (out, bundle))
+    if root.resolve() in where.parents and root.resolve() in bundle_at.parents:
+        where, bundle_at = where.relative_to(root.resolve()), bundle_at.relative_to(root.resolve())
+    plan = []
+    for number, path in enumerate(paths, 1):
+        last = number == len(paths)
+        carry = (str(bundle_at),) * last + (str(where / str(number)),)
+        size = path.stat().st_size + tracked + (bundle_bytes if last else 0)
+        if size > limit:
+            raise SystemExit(f"device call {number} would carry {size / 2**20:.1f} MiB, "
+                             f"over {limit / 2**20:.0f} MiB")  # fmt: skip
+        if last:
+            own = where / str(number) if where.is_absolute() else Path("..") / where / str(number)
+            parts = " ".join([DEVICE_PARTS] * (len(paths) > 1) + [str(own)])
+            command = (f"cd {bundle_at} && PYTHONUNBUFFERED=1 timeout 540 python3 gpu.py run "
+                       f"--weights real --parts {parts} --repeat 3 --out $OUT/gpu.json 2>&1 "
+                       "| tee $OUT/gpu.log")  # fmt: skip
+        else:
+            command = (f"mkdir -p {DEVICE_PARTS} && cp {where}/{number}/*.npz {DEVICE_PARTS}/ "
+                       f"&& ls -l {DEVICE_PARTS}")  # fmt: skip
+        plan.append(DeviceCall(number, carry, size, command))
+        log(f"device call {number} of {len(paths)}: carry {list(carry)} "
+            f"({size / 2**20:.1f} MiB with the tracked files)\n  {command}")  # fmt: skip
+    return plan
+
+
+def quality_inputs(out: Path, vocab: dict, tokens: int, voice: str = "af_heart") -> dict:
+    """bench/quality.py's two sets as its engines get them (the phonemes of the text front
+    end a build's Synthesizer.phonemize runs, numbers and abbreviations spelled out; the
+    spoken form the WER counts against) in ``out/QUALITY_INPUTS``, and ``voice``'s rows
+    in ``out/QUALITY_VOICE``; each sentence checked to fit ``tokens``."""
+    import numpy as np
+
+    from quality import SENTENCES, WRITTEN, spoken
+
+    from kokoro_ext.run.voices import load_voice_array
+    from kokoro_ext.text import phonemes_to_ids
+    from kokoro_ext.text.pipeline import TextPipeline
+
+    front = TextPipeline("a")  # American English: the voice's language
+    sets = {}
+    for name, texts in (("plain", SENTENCES), ("written", WRITTEN)):
+        rows = []
+        for text in texts:
+            phonemes = front.phonemize(text, True)
+            if len(phonemes_to_ids(phonemes, vocab)) > tokens:
+                raise SystemExit(f"{text!r} is over the build's {tokens} tokens")
+            rows.append({"text": text, "said": spoken(text, name == "written"), "phonemes": phonemes})
+        sets[name] = rows
+    spec = {"voice": voice, "seed": 0, "sets": sets}
+    (out / QUALITY_INPUTS).write_text(json.dumps(spec, ensure_ascii=False, indent=1))
+    np.save(out / QUALITY_VOICE, load_voice_array(voice).astype(np.float32))
+    return spec
 
 
 # -- there: weights, then the comparisons ------------------------------------------------
@@ -412,9 +651,93 @@ def _transform(library: Path, arrays: list, kernels: bool) -> list:
     return [np.array(np.from_dlpack(w), copy=True) for w in outputs]
 
 
-def make_weights(directory: Path, seed: int, log=print):
-    """The reference model of ``seed``; its weights through each stage's transform into
-    each of the bundle's builds, whose manifests are rewritten to match them."""
+def expand_entry(entry: dict, shape):
+    """The float32 tensor of a part's entry (compact_state), bit for bit (numpy alone)."""
+    import numpy as np
+
+    if "codes" in entry:  # as onnx_import.QuantizedTensor.values
+        value = entry["codes"].astype(np.float32)
+        if "offset" in entry:
+            value = value + entry["offset"].astype(np.float32)
+        value = value * entry["scale"]
+    elif "fill" in entry:
+        value = np.full(shape, entry["fill"].reshape(()), np.float32)
+    else:
+        value = entry["float16" if "float16" in entry else "float32"].astype(np.float32)
+    if value.shape != tuple(shape):
+        raise SystemExit(f"a part's tensor is {list(value.shape)}, its index says {list(shape)}")
+    return value
+
+
+def read_parts(paths: list[Path]) -> tuple[dict, dict]:
+    """(the state dict as float32 numpy arrays, the source's record) of the parts in
+    ``paths`` (part files or folders of them), refused unless they are every part of one
+    export, each once."""
+    import numpy as np
+
+    found = []
+    for path in map(Path, paths):
+        found += sorted(path.glob("part-*.npz")) if path.is_dir() else [path]
+    if not found:
+        raise SystemExit(f"no weight parts (part-N.npz) in {', '.join(map(str, paths))}")
+    state, indexes, seen = {}, {}, {}
+    for path in found:
+        with np.load(path, allow_pickle=False) as z:
+            index = json.loads(str(z["__index__"]))
+            if index.get("format") != PART_FORMAT:
+                raise SystemExit(f"{path} is not a weight part of format {PART_FORMAT}")
+            if index["part"] in seen:
+                raise SystemExit(f"{path} and {seen[index['part']]} are both part {index['part']}")
+            seen[index["part"]] = path
+            indexes[index["part"]] = index
+            for key in index["keys"]:
+                entry = {name.split(":")[-1]: z[name] for name in z.files
+                         if name.rpartition(":")[0] == key}  # fmt: skip
+                state[key] = expand_entry(entry, index["shapes"][key])
+    first = next(iter(indexes.values()))
+    if any(i["source"] != first["source"] or i["parts"] != first["parts"] for i in indexes.values()):
+        raise SystemExit("the weight parts are of different exports or splits: prepare them again")
+    missing = sorted(set(range(1, first["parts"] + 1)) - set(indexes))
+    if missing:
+        raise SystemExit(
+            f"weight part(s) {missing} of {first['parts']} are not in "
+            f"{', '.join(map(str, paths))}: the device calls before the last copy theirs to "
+            f"{DEVICE_PARTS}, which lasts while the machine is warm; run them again, then this")  # fmt: skip
+    if set(state) != set(first["shapes"]):
+        raise SystemExit(f"the parts lack {sorted(set(first['shapes']) - set(state))[:5]}")
+    return {key: state[key] for key in first["shapes"]}, first["source"]
+
+
+def real_model(config: dict, parts: list[Path]):
+    """(kokoro's model with the real weights of ``parts``, their Source)."""
+    import torch
+
+    from kokoro_ext.build.model import build_model
+    from kokoro_ext.run.manifest import Source
+
+    arrays, source = read_parts(parts)
+    model = build_model(config, weights=None, seed=0)
+    expected = model.state_dict()
+    if set(arrays) != set(expected):
+        raise SystemExit(f"the parts are of another model than the builds' config: "
+                         f"{sorted(set(arrays) ^ set(expected))[:5]} differ")  # fmt: skip
+    model.load_state_dict({key: torch.from_numpy(value) for key, value in arrays.items()})
+    # the weight-normalized modules' weights, from the loaded g and v without autograd
+    # (as a forward under no_grad leaves them): copy.deepcopy takes no other tensor
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    with torch.no_grad():
+        for module in model.modules():
+            for hook in module._forward_pre_hooks.values():
+                if isinstance(hook, WeightNorm):
+                    setattr(module, hook.name, hook.compute_weight(module))
+    return model, Source(path=source["path"], sha256=source["sha256"])
+
+
+def make_weights(directory: Path, seed: int, parts: list[Path] | None = None, log=print):
+    """The reference model of ``seed``, or with ``parts`` the real one (real_model); its
+    weights through each stage's transform into each of the bundle's builds, whose
+    manifests are rewritten to match them."""
     from kokoro_ext.run import artifacts as files
     from kokoro_ext.run.manifest import Source, WeightsFile
     from kokoro_ext.run.weights import write_weights
@@ -422,11 +745,14 @@ def make_weights(directory: Path, seed: int, log=print):
     builds = sorted(p for p in (directory / BUILDS).iterdir() if p.is_dir())
     config = json.loads((builds[0] / files.CONFIG).read_text())
     start = time.perf_counter()
-    model = reference_model(config, seed)
+    if parts:
+        model, source = real_model(config, parts)
+    else:
+        model, source = reference_model(config, seed), Source(random_seed=seed)
     for build in builds:
         manifest = files.read_manifest(build)
         frames = most_frames_per_token(config) * manifest.limits.tokens
-        if frames > manifest.limits.frames:
+        if not parts and frames > manifest.limits.frames:
             raise SystemExit(f"random durations could reach {frames} frames a chunk, over "
                              f"{build.name}'s limit of {manifest.limits.frames}")  # fmt: skip
         stages = {}
@@ -441,12 +767,11 @@ def make_weights(directory: Path, seed: int, log=print):
             tensors = tuple(write_weights(path, outputs))
             weights = WeightsFile(entry.weights.file, files.sha256(path), path.stat().st_size, tensors)
             stages[name] = dataclasses.replace(entry, weights=weights)
-        files.write_manifest(
-            build, dataclasses.replace(manifest, weights=Source(random_seed=seed), stages=stages)
-        )
-    log(f"weights of seed {seed} made and transformed for {len(builds)} build(s) in "
-        f"{time.perf_counter() - start:.1f} s (at most {most_frames_per_token(config)} "
-        "frames a token)")  # fmt: skip
+        files.write_manifest(build, dataclasses.replace(manifest, weights=source, stages=stages))
+    what = (f"of {source.path} read from {len(parts)} part path(s)" if parts else
+            f"of seed {seed} (at most {most_frames_per_token(config)} frames a token)")  # fmt: skip
+    log(f"weights {what} made and transformed for {len(builds)} build(s) in "
+        f"{time.perf_counter() - start:.1f} s")  # fmt: skip
     return model
 
 
@@ -846,7 +1171,81 @@ def memory_soak(synth, inputs: dict, device: str, requests: int, checkpoint: int
     return report
 
 
-def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int = 0) -> dict:
+def speak_quality(synths: dict, model, directory: Path, device: str, out: Path,
+                  first: int | None = None, log=print) -> dict:
+    """bench/quality.py's sets (the bundle's QUALITY_INPUTS, or the ``first`` shortest of
+    each) spoken by each build and by kokoro's KModel on ``device``, the same phonemes,
+    voice rows and seed: ``out/audio-<engine>.npz``, 16-bit PCM at 24 kHz per sentence
+    with an index, written as each engine finishes (what a call's timeout leaves still
+    comes back).  Returns what was written, per engine."""
+    import copy
+
+    import numpy as np
+    import torch
+
+    from kokoro_ext.run.pipeline import voice_style
+    from kokoro_ext.run.wav import SAMPLE_RATE
+    from kokoro_ext.text import phonemes_to_ids
+
+    spec = json.loads((directory / QUALITY_INPUTS).read_text())
+    voice = np.load(directory / QUALITY_VOICE)
+    sentences = []
+    for name, rows in spec["sets"].items():
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]["phonemes"]))
+        for i in sorted(order[:first]) if first else range(len(rows)):
+            sentences.append({"key": f"{name}-{i:02d}", "set": name, **rows[i]})
+    vocab = model.vocab  # the builds' config's, which the model was made from
+    kmodel = copy.deepcopy(model).to(device).eval()
+
+    def kokoro(phonemes: str):
+        ids = phonemes_to_ids(phonemes, vocab)
+        style = torch.from_numpy(voice_style(voice, len(ids) - 2)).to(device)
+        with torch.random.fork_rng(devices=[0] if device == "cuda" else []), torch.no_grad():
+            torch.manual_seed(spec["seed"])
+            output = kmodel(phonemes, style, return_output=True)
+        return output.audio.float().cpu().numpy().ravel(), int(output.pred_dur.sum())
+
+    def build(synth):
+        def speak(phonemes: str):
+            trace = synth.synthesize_phonemes(phonemes, voice=voice, seed=spec["seed"])
+            return trace.audio, int(trace.frames)
+        return speak
+
+    engines = {name: build(synth) for name, synth in synths.items()}
+    engines["kmodel"] = kokoro
+    if len(engines) + 2 > RETURN_FILES:  # with the report and the log
+        raise SystemExit(f"{len(engines)} engines' audio and the report are over the "
+                         f"{RETURN_FILES} files a call gives back")  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for engine, speak in engines.items():
+        start = time.perf_counter()
+        arrays, frames = {}, {}
+        for s in sentences:
+            audio, frames[s["key"]] = speak(s["phonemes"])
+            arrays[s["key"]] = (np.clip(audio, -1, 1) * 32767).round().astype("<i2")
+        seconds = time.perf_counter() - start
+        index = {"engine": engine, "device": device, "rate": SAMPLE_RATE, "voice": spec["voice"],
+                 "seed": spec["seed"], "seconds": seconds,
+                 "sentences": [{**s, "frames": frames[s["key"]]} for s in sentences]}  # fmt: skip
+        path = out / f"{AUDIO_PREFIX}{engine}.npz"
+        np.savez_compressed(path, __index__=np.array(json.dumps(index, ensure_ascii=False)), **arrays)
+        size = path.stat().st_size
+        audio_seconds = sum(len(a) for a in arrays.values()) / SAMPLE_RATE
+        log(f"quality audio {engine}: {len(arrays)} sentences, {audio_seconds:.1f} s of audio "
+            f"in {seconds:.1f} s, {path.name} {size / 2**20:.2f} MiB")  # fmt: skip
+        if size > RETURN_LIMIT:
+            log(f"warning: {path.name} is over the {RETURN_LIMIT / 2**20:.0f} MiB a call gives back")
+        written[engine] = {"file": path.name, "bytes": size, "sentences": len(arrays),
+                           "audio_seconds": audio_seconds, "seconds": seconds}  # fmt: skip
+    return written
+
+
+def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int = 0,
+        parts: list[Path] | None = None, audio: Path | None = None) -> dict:
+    """The checks of the module doc on the bundle ``directory``; with ``parts`` (the
+    real model's weights, prepare --real-weights) the quality sets spoken first, their
+    audio into ``audio`` (default: ``out``'s folder)."""
     # tvm-ffi would JIT-compile a torch extension at import where torch lacks the DLPack
     # exchange API; the torch tensors handed to TVM here (convolution_check) take the
     # plain DLPack protocol
@@ -859,18 +1258,27 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
     from kokoro_ext.tools.validate import format_table, verdict, validate
 
     device = "cpu" if dry_run else "cuda"
-    report: dict = {"device": device, "seed": seed}
+    report: dict = {"device": device, "seed": seed, "weights": "real" if parts else "random"}
+    if parts and not (directory / QUALITY_INPUTS).is_file():
+        raise SystemExit(f"{directory} has no {QUALITY_INPUTS}: prepare it with --real-weights")
     if device == "cuda":
         from kokoro_ext.run import cuda
 
         name, arch = cuda.device_architecture(0)  # refuses a machine without a GPU
         report.update(gpu=name, architecture=arch, torch=torch.__version__)
         print(f"GPU: {name} ({arch}); torch {torch.__version__}")
-    model = make_weights(directory, seed)
+    model = make_weights(directory, seed, parts)
     # each refuses a machine it cannot run on
     synths = {b.name: Synthesizer(b) for b in sorted((directory / BUILDS).iterdir()) if b.is_dir()}
     report["builds"] = {name: {"target": dict(synth.manifest.target)}
                         for name, synth in synths.items()}  # fmt: skip
+    if parts:
+        report["weights_source"] = next(iter(synths.values())).manifest.weights.to_json()
+        where = audio or (out.parent if out is not None else Path.cwd())
+        report["quality"] = speak_quality(synths, model, directory, device, where,
+                                          first=1 if dry_run else None)  # fmt: skip
+        if out is not None:  # kept should a later step run out of time
+            out.write_text(json.dumps(report, indent=1, default=str))
     inputs = json.loads((directory / "inputs.json").read_text())
     if dry_run:
         inputs = dict(list(inputs.items())[:1])
@@ -901,6 +1309,117 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
     return report
 
 
+# -- here: the word error rate of the audio that came back --------------------------------
+
+
+def score(directory: Path, results: Path = HERE / "results", out: Path | None = HERE / "results",
+          recognize=None, log=print) -> dict:
+    """pocketsphinx's word error rate (bench/quality.py's Recognizer, words and edit
+    distance) of each engine's audio in ``directory`` (``audio-<engine>.npz``, as run
+    wrote them), per set, against the CPU float32 build's on the same sentences
+    (BASELINE_ENGINE of bench/quality.py's results in ``results``); passed where the
+    difference is at most WER_TOLERANCE.  Writes ``gpu-quality.{txt,json}`` to ``out``.
+    ``recognize(audio, rate) -> text``: pocketsphinx by default."""
+    import numpy as np
+
+    sys.path.insert(0, str(HERE))
+    from harness import write_results
+    from quality import Recognizer, words
+
+    from kokoro_ext.tools.distance import edit_distance
+
+    found = sorted(Path(directory).glob(f"{AUDIO_PREFIX}*.npz"))
+    if not found:
+        raise SystemExit(f"no {AUDIO_PREFIX}<engine>.npz in {directory}")
+    if recognize is None:
+        try:
+            recognize = Recognizer()
+        except ImportError as error:
+            raise SystemExit(f"no speech recognizer to score with ({error}); "
+                             "pip install pocketsphinx") from None
+    baselines = {}
+    for name, file in BASELINES.items():
+        path = Path(results) / file
+        if path.is_file():
+            base = json.loads(path.read_text())
+            if BASELINE_ENGINE in base.get("engines", []):
+                baselines[name] = base
+    rows, table = [], {}
+    for path in found:
+        with np.load(path, allow_pickle=False) as z:
+            index = json.loads(str(z["__index__"]))
+            clips = {s["key"]: z[s["key"]].astype(np.float32) / 32767 for s in index["sentences"]}
+        engine = index["engine"]
+        for s in index["sentences"]:
+            heard = recognize(clips[s["key"]], index["rate"])
+            rows.append({"engine": engine, "set": s["set"], "text": s["text"], "said": s["said"],
+                         "phonemes": s["phonemes"], "heard": heard,
+                         "errors": edit_distance(words(s["said"]), words(heard))})  # fmt: skip
+    for engine in dict.fromkeys(r["engine"] for r in rows):
+        for name in dict.fromkeys(r["set"] for r in rows if r["engine"] == engine):
+            mine = [r for r in rows if r["engine"] == engine and r["set"] == name]
+            said = sum(len(words(r["said"])) for r in mine)
+            entry = {"sentences": len(mine), "words": said,
+                     "errors": sum(r["errors"] for r in mine),
+                     "wer": sum(r["errors"] for r in mine) / said if said else None}  # fmt: skip
+            base = baselines.get(name)
+            if base is None:
+                entry.update(baseline=None, passed=None,
+                             note=f"no {BASELINES.get(name, name)} with engine {BASELINE_ENGINE} in {results}")  # fmt: skip
+            else:
+                by_text = {r["text"]: r for r in base["rows"]}
+                absent = [r["text"] for r in mine if r["text"] not in by_text]
+                if absent:
+                    raise SystemExit(f"{BASELINES[name]} has no row for {absent[0]!r}: "
+                                     "run bench/quality.py on the same sentences")  # fmt: skip
+                theirs = [by_text[r["text"]] for r in mine]
+                base_words = sum(len(words(r["said"])) for r in theirs)
+                base_errors = sum(r["errors"][BASELINE_ENGINE] for r in theirs)
+                entry["baseline"] = {
+                    "file": BASELINES[name], "artifacts": base.get("artifacts"),
+                    "target": base.get("target"), "errors": base_errors,
+                    "wer": base_errors / base_words if base_words else None,
+                    # the G2P may have changed since the baseline ran
+                    "other_phonemes": sum(r["phonemes"] != b["phonemes"] for r, b in zip(mine, theirs)),
+                }  # fmt: skip
+                entry["difference"] = entry["wer"] - entry["baseline"]["wer"]
+                entry["passed"] = abs(entry["difference"]) <= WER_TOLERANCE + 1e-12
+            table.setdefault(engine, {})[name] = entry
+    result = {"directory": str(directory), "tolerance": WER_TOLERANCE,
+              "baseline_engine": BASELINE_ENGINE, "wer": table, "rows": rows}  # fmt: skip
+    text = format_score(result)
+    if out is not None:
+        write_results(Path(out), "gpu-quality", result, text, log=log)
+    else:
+        log(text)
+    return result
+
+
+def format_score(result: dict) -> str:
+    """score's table: WER per engine and set, the CPU float32 build's, the difference."""
+    lines = [f"GPU audio, pocketsphinx (en-us) at 16 kHz: word error rate against the CPU "
+             f"float32 build's (bench/quality.py's {result['baseline_engine']}) on the same "
+             f"sentences; pass within {result['tolerance']}", "",
+             f"{'engine':<22} {'set':<8} {'sentences':>9} {'WER':>6} {'CPU fp32':>8} "
+             f"{'diff':>7}  verdict"]  # fmt: skip
+    notes = []
+    for engine, sets in result["wer"].items():
+        for name, e in sets.items():
+            base = e.get("baseline")
+            if base is None:
+                lines.append(f"{engine:<22} {name:<8} {e['sentences']:>9} {e['wer']:>6.3f} "
+                             f"{'-':>8} {'-':>7}  no baseline")  # fmt: skip
+                notes.append(e["note"])
+                continue
+            lines.append(f"{engine:<22} {name:<8} {e['sentences']:>9} {e['wer']:>6.3f} "
+                         f"{base['wer']:>8.3f} {e['difference']:>+7.3f}  "
+                         f"{'pass' if e['passed'] else 'FAIL'}")  # fmt: skip
+            if base["other_phonemes"]:
+                notes.append(f"{name}: {base['other_phonemes']} sentences' phonemes differ from "
+                             f"{base['file']}'s (the G2P changed since)")  # fmt: skip
+    return "\n".join(lines + [""] * bool(notes) + sorted(set(notes)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -911,17 +1430,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", default="3.12", help="the Python there (its tvm-ffi core)")
     p.add_argument("--tvm-ffi-wheel", type=Path, action="append", default=[],
                    help="an apache-tvm-ffi wheel whose compiled core to add (repeatable)")  # fmt: skip
+    p.add_argument("--real-weights", nargs="?", const="",
+                   help="an int8 ONNX export (default: the fetched kokoro-v1.0.int8.onnx): "
+                   "its weights in parts for the device calls, and the quality sets")  # fmt: skip
+    p.add_argument("--weights-out", type=Path, default=WEIGHTS_DIR,
+                   help="the folder of the parts (in the repository, ignored by git)")  # fmt: skip
     r = sub.add_parser("run", help="there: run the bundle this script is in")
     r.add_argument("--bundle", type=Path, default=HERE)
     r.add_argument("--repeat", type=int, default=5)
     r.add_argument("--seed", type=int, default=0, help="of the random weights")
     r.add_argument("--out", type=Path)
     r.add_argument("--dry-run", action="store_true", help="on the CPU: a check of the script")
+    r.add_argument("--weights", choices=("random", "real"), default="random",
+                   help="random: drawn from --seed; real: read from --parts")
+    r.add_argument("--parts", type=Path, nargs="+", default=[],
+                   help="the real weights' parts: part-N.npz files or folders of them")
+    r.add_argument("--audio", type=Path, help="where the quality sets' audio goes "
+                   "(default: --out's folder)")  # fmt: skip
+    s = sub.add_parser("score", help="here: the word error rate of the audio a real-weights run gave")
+    s.add_argument("directory", type=Path, help="the folder of the audio-<engine>.npz files")
+    s.add_argument("--results", type=Path, default=HERE / "results",
+                   help="bench/quality.py's results, the CPU float32 build's WER")
+    s.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        prepare(args.artifacts, args.out, args.tvm_ffi_wheel, args.python)
+        onnx = args.real_weights
+        if onnx == "":  # --real-weights alone: the fetched int8 export
+            from kokoro_ext.run.cache import default_weights
+
+            onnx = default_weights()
+        prepare(args.artifacts, args.out, args.tvm_ffi_wheel, args.python,
+                real_weights=Path(onnx) if onnx is not None else None,
+                weights_out=args.weights_out)  # fmt: skip
+    elif args.command == "run":
+        if (args.weights == "real") != bool(args.parts):
+            parser.error("--weights real takes --parts, and --parts only --weights real")
+        run(args.bundle, args.repeat, args.out, args.dry_run, args.seed, args.parts or None, args.audio)
     else:
-        run(args.bundle, args.repeat, args.out, args.dry_run, args.seed)
+        score(args.directory, args.results, args.out)
     return 0
 
 

@@ -21,6 +21,7 @@ def gpu_script():
     """bench/gpu.py, imported."""
     spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 

@@ -402,7 +402,7 @@ class _Importer:
         self.place(scale, "scale", [module + ".weight"])
         self.place(zero_point, "zero point", [module + ".weight"])
         zp = g.init[zero_point] if zero_point is not None else None
-        return _dequantize(g.init[weight], zp, g.init[scale], axis)
+        return self._dequantize(g.init[weight], zp, g.init[scale], axis)
 
     def _conv(self, module: str, weight: str, node) -> None:
         self.place(weight, "weight", self.put_weight(module, self.graph.init[weight], weight))
@@ -440,7 +440,7 @@ class _Importer:
             self.place(scale, "scale", [module + ".weight"])
             self.place(zero_point, "zero point", [module + ".weight"])
             zp = g.init[zero_point] if zero_point is not None else None
-            table = _dequantize(table, zp, g.init[scale], axis=1)
+            table = self._dequantize(table, zp, g.init[scale], axis=1)
         self.place(weight, "weight", self.put_weight(module, table, weight))
 
     def _lstm(self, module: str, weight: str, node, quantized: bool = False) -> None:
@@ -486,6 +486,10 @@ class _Importer:
             init = g.input(node, i)
             if init is not None and not np.any(g.init[init]):
                 self.place(init, "constant", (), f"zero initial LSTM state of {module}")
+
+    # the two ways a quantized weight becomes floats, methods so that _CodesImporter can
+    # follow its integer codes and scales through the same placing instead
+    _dequantize = staticmethod(_dequantize)
 
     @staticmethod
     def _lstm_dequantize(q: np.ndarray, zero_point, scale) -> np.ndarray:
@@ -622,3 +626,89 @@ def import_onnx(path: str | Path, model: nn.Module) -> OnnxWeights:
     if not path.is_file():
         raise ValueError(f"ONNX model {path} does not exist")
     return _Importer(path, model).run()
+
+
+# -- the int8 codes behind the floats ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuantizedTensor:
+    """A state dict tensor of an int8 export as its integer codes (``q - zero_point`` less
+    ``offset``, in the state's layout) and float32 scales that broadcast against them:
+    ``(codes.astype(float32) + offset) * scale`` is the imported value bit for bit (the
+    importer computes ``(float32(q) - zero_point) * scale``, whose difference is an exact
+    integer, as is the sum here)."""
+
+    codes: np.ndarray  # int8; uint8 with an offset where q - zero_point leaves int8's range
+    scale: np.ndarray  # float32, of the codes' rank, 1 along every axis it does not vary
+    offset: int = 0  # added to the codes: a uint8 convolution's codes less their zero point
+
+    def values(self) -> np.ndarray:
+        return (self.codes.astype(np.float32) + np.float32(self.offset)) * self.scale
+
+
+class _CodesImporter(_Importer):
+    """The importer placing, instead of a quantized weight's values, its codes
+    (``follow="codes"``) or its scale spread over every element (``follow="scales"``),
+    through the same transposes, gate orders and direction splits."""
+
+    def __init__(self, path: Path, model: nn.Module, follow: str) -> None:
+        super().__init__(path, model)
+        self.follow = follow
+
+    def _dequantize(self, q, zero_point, scale, axis):  # type: ignore[override]
+        if self.follow == "codes":
+            return _dequantize(q, zero_point, np.float32(1), axis)
+        return _dequantize(np.ones_like(q), None, scale, axis)
+
+    def _lstm_dequantize(self, q, zero_point, scale):  # type: ignore[override]
+        if self.follow == "codes":
+            return _Importer._lstm_dequantize(q, zero_point, np.ones_like(np.asarray(scale, np.float32)))
+        return _Importer._lstm_dequantize(np.ones_like(q), None, scale)
+
+
+def _least_scale(scale: np.ndarray) -> np.ndarray:
+    """``scale`` cut to one element along every axis where it does not vary."""
+    for axis in range(scale.ndim):
+        first = np.take(scale, [0], axis=axis)
+        if np.array_equal(scale, np.broadcast_to(first, scale.shape)):
+            scale = first
+    return np.ascontiguousarray(scale)
+
+
+def quantized_codes(path: str | Path, model: nn.Module,
+                    imported: OnnxWeights | None = None) -> dict[str, QuantizedTensor]:
+    """The state dict tensors of an int8 export (``import_onnx(path, model)``, or
+    ``imported``) that are its dequantized weights, as QuantizedTensor, each checked to
+    give the imported value bit for bit.  A tensor that is not (a float parameter, a
+    weight norm's ``weight_g``, a weight-normalized ``weight_v`` whose all-zero channels
+    the importer set to 1) is left out: the caller keeps its floats."""
+    path = Path(path)
+    imported = imported if imported is not None else import_onnx(path, model)
+    if not imported.quantized:
+        return {}
+    codes = _CodesImporter(path, model, "codes").run().state_dict
+    scales = _CodesImporter(path, model, "scales").run().state_dict
+    found = {}
+    for key, tensor in imported.state_dict.items():
+        value, k = tensor.numpy(), codes[key].numpy()
+        if np.array_equal(k, value) or not np.array_equal(k, np.rint(k)):
+            continue  # not a dequantized weight (or its scale is 1: nothing to gain)
+        scale = _least_scale(scales[key].numpy().astype(np.float32))
+        if key.endswith(".weight_v"):
+            # channels quantized to all zeros, which put_weight set to 1: code 1, scale 1
+            ones = np.all(value.reshape(len(value), -1) == 1, axis=1) & np.all(
+                k.reshape(len(k), -1) == 1, axis=1)
+            if ones.any():
+                scale = np.broadcast_to(scale, (len(k),) + scale.shape[1:]).copy()
+                scale[ones] = 1
+        low, high = int(k.min(initial=0)), int(k.max(initial=0))
+        if -128 <= low and high <= 127:
+            q = QuantizedTensor(k.astype(np.int8), scale)
+        elif high - low <= 255:
+            q = QuantizedTensor((k - low).astype(np.uint8), scale, low)
+        else:
+            continue  # not one byte's codes
+        if np.array_equal(q.values().view(np.uint32), value.view(np.uint32)):
+            found[key] = q
+    return found
