@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from small_build import build_small
+from small_build import build_grid, build_small, grid_sources
 from tvm_trees import copy_wheel, run_apply
 
 
@@ -36,6 +36,21 @@ def build_dir(tmp_path_factory):
     log: list[str] = []
     out = build_small(tmp_path_factory.mktemp("build"), log=log.append)
     return out, log
+
+
+@pytest.fixture(scope="session")
+def int8_grid(tmp_path_factory):
+    """The small config's checkpoint on int8 grids (small_build.grid_sources)."""
+    return grid_sources(tmp_path_factory.mktemp("int8-grid"))
+
+
+@pytest.fixture(scope="session")
+def int8_grid_cpu(int8_grid, tmp_path_factory):
+    """The CPU build of ``int8_grid`` with its weights as int8 (``--weight-dtype auto``)
+    and float32 products (``--precision fp32``): what its float32 build computes, bit for
+    bit (tests/test_int8_build.py), and what a wasm build of it computes."""
+    out = tmp_path_factory.mktemp("int8-grid-cpu") / "artifacts"
+    return build_grid(int8_grid, out, "--precision", "fp32", log=lambda line: None)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from kokoro_ext.build.cli import parse_args
@@ -42,6 +43,69 @@ def build_small(
         + (["--jobs", str(jobs)] if jobs else [])
         + (["--target", target] if target else [])
         + (["--wire", wire] if wire else [])
+    )  # fmt: skip
+    return build(options, log=log)
+
+
+@dataclass(frozen=True)
+class GridSources:
+    """A small-config checkpoint whose weights lie on int8 grids (as Kokoro-82M v1.0's
+    int8 ones do), with its config and a voice: what ``--weight-dtype auto`` stores as
+    int8, losslessly."""
+
+    config: Path
+    checkpoint: Path
+    voice: Path
+
+
+#: The modules of the checkpoint, as kokoro_ext.build.model loads them.
+PARTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
+
+
+def on_int8_grids(model) -> None:
+    """Every float weight of 2 to 4 dims of ``model`` put on an int8 grid with a step per
+    leading row (per output channel), as an int8 checkpoint holds them; folded weight
+    norms exact."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim < 2 or name.endswith("weight_g"):
+                continue
+            rows = p.reshape(p.shape[0], -1)
+            step = rows.abs().amax(dim=1).clamp_min(1e-12) / 127
+            snapped = torch.round(rows / step[:, None]) * step[:, None]
+            p.copy_(snapped.reshape(p.shape))
+        for module in model.modules():
+            if hasattr(module, "weight_g") and hasattr(module, "weight_v"):
+                ones = torch.ones_like(module.weight_g)
+                _, norm = torch._weight_norm_interface(module.weight_v, ones, 0)
+                module.weight_g.copy_(norm.reshape(module.weight_g.shape))
+
+
+def grid_sources(root: Path) -> GridSources:
+    """The small config's model (seed 3) on int8 grids, saved in ``root``."""
+    import numpy as np
+    import torch
+
+    from kokoro_ext.build.model import build_model
+
+    config = small_config_file(root)
+    model = build_model(small_config(), seed=3)
+    on_int8_grids(model)
+    checkpoint = root / "grid.pth"
+    torch.save({part: getattr(model, part).state_dict() for part in PARTS}, checkpoint)
+    voice = root / "voice.npy"
+    np.save(voice, np.random.default_rng(0).standard_normal((510, 1, 256)).astype(np.float32) * 0.1)
+    return GridSources(config, checkpoint, voice)
+
+
+def build_grid(sources: GridSources, out: Path, *flags: str, log=print) -> Path:
+    """``sources`` built into ``out`` with the build's ``flags`` (``--target`` and the
+    like)."""
+    options = parse_args(
+        ["--config", str(sources.config), "--weights", str(sources.checkpoint), "--voice",
+         str(sources.voice), *flags, "--out", str(out)]
     )  # fmt: skip
     return build(options, log=log)
 

@@ -1,7 +1,8 @@
 """The wasm build (``--target wasm``: the stages on a browser's CPU, for browsers without
 WebGPU) in a real headless Chromium against the CPU build of the same weights: every
 stage on the same inputs, the whole synthesis with the browser computing every stage,
-and ``loadBuild``'s choice between a WebGPU build and it.
+the same on a checkpoint's int8 weights (kept int8 in the browser, as the CPU build keeps
+them), and ``loadBuild``'s choice between a WebGPU build and it.
 
 Needs chromium, emcc and npm, as tests/test_browser.py (whose helpers it shares).
 """
@@ -18,9 +19,10 @@ import pytest
 from kokoro_ext.run import artifacts
 from kokoro_ext.run.pipeline import synthesize_ids, voice_style
 from kokoro_ext.run.synthesizer import Synthesizer
-from small_build import build_small, rewire
+from kokoro_ext.run.weights import stored_end
+from small_build import build_grid, build_small, rewire
 # skips as test_browser does; its cpu_trace fixture serves here too
-from test_browser import _cpu_trace, _stage_inputs, cpu_trace, snr_db  # noqa: F401
+from test_browser import PHONEMES, _cpu_trace, _stage_inputs, cpu_trace, snr_db  # noqa: F401
 
 #: The whole synthesis in the browser: 6 frames with the random weights.
 SHORT = "ʌ"
@@ -57,7 +59,8 @@ def test_wasm_build_layout(wasm_build):
     manifest = artifacts.read_manifest(wasm_build)
     assert manifest.target["mtriple"].startswith("wasm32") and "+simd128" in manifest.target["mattr"]
     assert manifest.cpu_features == () and manifest.lstm_backend == "native"
-    assert manifest.dense == "native" and manifest.weight_dtype == "float32"
+    # --weight-dtype auto, the wasm default: the random weights lie on no int8 grid
+    assert manifest.dense == "native" and manifest.weight_dtype == "auto"
     for name, entry in manifest.stages.items():
         assert entry.file == f"{name}.wasm"
         assert (wasm_build / entry.file).read_bytes()[:4] == b"\0asm"
@@ -200,6 +203,111 @@ def test_wasm_stage_on_wire_weights_near_cpu(browser, wired, cpu_trace, stage, w
         assert np.isfinite(got[name]).all(), name
         error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
         assert error <= WIRE_BOUNDS[wire][stage][name], (name, error)
+
+
+@pytest.fixture(scope="module")
+def wasm_int8_build(int8_grid, tmp_path_factory):
+    """The checkpoint on int8 grids (conftest's int8_grid) for --target wasm, its weights
+    as the target's default --weight-dtype auto stores them: the checkpoint's int8 codes
+    and float32 scales.  --wire float32 keeps its other arrays the CPU build's to the bit
+    (the int8 ones are stored as they are on every wire)."""
+    out = tmp_path_factory.mktemp("wasm-int8") / "artifacts"
+    return build_grid(int8_grid, out, "--target", "wasm", "--wire", "float32",
+                      log=lambda _: None)  # fmt: skip
+
+
+def _stored_bytes(directory) -> dict[str, int]:
+    """The bytes of a build's weights on the wire, by the dtype they are stored as."""
+    stored: dict[str, int] = {}
+    for entry in artifacts.read_manifest(directory).stages.values():
+        for t in entry.weights.tensors:
+            dtype = t.wire.dtype if t.wire else t.dtype
+            stored[dtype] = stored.get(dtype, 0) + stored_end(t) - t.offset
+    return stored
+
+
+def test_wasm_build_stores_the_int8_weights_as_int8(wasm_int8_build, tmp_path):
+    """By default a wasm build keeps the checkpoint's int8 weights as int8 codes with a
+    float32 scale per output channel: most of its bytes, on the float32 wire and on the
+    default float16 one alike, where the float32 checkpoint's parameters are 3 times
+    more."""
+    manifest = artifacts.read_manifest(wasm_int8_build)
+    assert manifest.weight_dtype == "auto" and manifest.precision == "fp32"
+    stored = _stored_bytes(wasm_int8_build)
+    assert stored["int8"] > 0.75 * sum(stored.values()), stored
+    parameters = sum(4 * int(np.prod(p.shape)) for e in manifest.stages.values()
+                     for p in e.parameters)  # fmt: skip
+    files = sum(e.weights.bytes for e in manifest.stages.values())
+    assert files < parameters / 3, (files, parameters)
+    # the default wire: the int8 codes stored as they are, the other large arrays float16
+    wired = rewire(wasm_int8_build, tmp_path / "float16", "float16")
+    half = _stored_bytes(wired)
+    assert half["int8"] == stored["int8"] and half["float16"] > 0
+    tensors = [t for e in artifacts.read_manifest(wired).stages.values() for t in e.weights.tensors]
+    assert all(t.wire is None for t in tensors if t.dtype == "int8")
+    assert sum(e.weights.bytes for e in artifacts.read_manifest(wired).stages.values()) < files
+
+
+def test_wasm_page_takes_int8_weights_as_they_are(browser, wasm_int8_build, tmp_path):
+    """kokoro.js's decodeWeights gives the int8 arrays' bytes as the file holds them
+    beside the float16 ones it widens: what the Python loader reads, to the bit."""
+    from kokoro_ext.run.weights import load_weights
+    from kokoro_ext.tools.browser import StaticServer
+
+    directory = rewire(wasm_int8_build, tmp_path / "float16", "float16")
+    manifest = artifacts.read_manifest(directory)
+    server = StaticServer(directory)
+    try:
+        page = browser._new_page(browser._browser)
+        page.goto(server.url + artifacts.MANIFEST)
+        got = page.evaluate(_DECODE, server.url)
+    finally:
+        server.close()
+    for name, entry in manifest.stages.items():
+        arrays = load_weights(directory / entry.weights.file, entry.weights.tensors)
+        assert any(a.dtype == np.int8 for a in arrays) or not arrays, name
+        want = [hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest() for a in arrays]
+        assert got["digests"][name] == want, name
+
+
+@pytest.fixture(scope="module")
+def int8_cpu_trace(int8_grid_cpu):
+    return _cpu_trace((int8_grid_cpu,), PHONEMES)
+
+
+@pytest.mark.parametrize("stage", ["text", "prosody", "source"])
+def test_wasm_int8_stage_matches_cpu(browser, wasm_int8_build, int8_cpu_trace, stage):
+    """On int8 weights, dequantized where the kernels read them, each stage in the
+    browser computes what the CPU build of the same int8 weights does (float32 products,
+    the float32 build's outputs), within the float32 builds' bounds."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = int8_cpu_trace
+    with browser.tab(wasm_int8_build) as tab:
+        manifest = artifacts.read_manifest(tab.directory)
+        got = browser_stages(tab, manifest)(stage)(**_stage_inputs(trace, synth, stage))
+    for name, reference in trace.stages[stage].items():
+        assert got[name].shape == reference.shape, name
+        assert np.isfinite(got[name]).all(), name
+        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
+        assert error <= BOUNDS[stage][name], (name, error)
+
+
+def test_whole_synthesis_in_wasm_on_int8_weights(browser, wasm_int8_build, int8_grid_cpu):
+    """Every stage in the browser on int8 weights, the decoder's too: the audio of the CPU
+    build of the same weights, to 40 dB (measured: 102 dB)."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, ids, style, trace = _cpu_trace((int8_grid_cpu,), SHORT)
+    with browser.tab(wasm_int8_build) as tab:
+        manifest = artifacts.read_manifest(tab.directory)
+        got = synthesize_ids(browser_stages(tab, manifest), synth.geometry, ids, style,
+                             synth.limits, seed=3)  # fmt: skip
+    np.testing.assert_array_equal(got.durations, trace.durations)
+    assert got.audio.shape == trace.audio.shape
+    snr = snr_db(trace.audio, got.audio)
+    print(f"wasm on int8 weights against the CPU build: {snr:.1f} dB")
+    assert snr >= 40
 
 
 @pytest.mark.parametrize("webgpu", [False, True], ids=["without-webgpu", "with-webgpu"])

@@ -6,58 +6,22 @@ it multiplies in what this host has (kokoro_ext.build.precision), close to that.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-import torch
 
 from kokoro_ext import Synthesizer
 from kokoro_ext.build.precision import products
-from kokoro_ext.build.cli import parse_args
-from kokoro_ext.build.driver import build
-from kokoro_ext.build.model import build_model, small_config
 from kokoro_ext.run import artifacts, cpu
 from kokoro_ext.run.synthesizer import join
-
-PARTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
-
-
-def _on_int8_grids(model: torch.nn.Module) -> None:
-    """Every float weight of 2 to 4 dims put on an int8 grid with a step per leading row
-    (per output channel), as an int8 checkpoint holds them; folded weight norms exact."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.ndim < 2 or name.endswith("weight_g"):
-                continue
-            rows = p.reshape(p.shape[0], -1)
-            step = rows.abs().amax(dim=1).clamp_min(1e-12) / 127
-            snapped = torch.round(rows / step[:, None]) * step[:, None]
-            p.copy_(snapped.reshape(p.shape))
-        for module in model.modules():
-            if hasattr(module, "weight_g") and hasattr(module, "weight_v"):
-                ones = torch.ones_like(module.weight_g)
-                _, norm = torch._weight_norm_interface(module.weight_v, ones, 0)
-                module.weight_g.copy_(norm.reshape(module.weight_g.shape))
+from small_build import build_grid
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
+def builds(int8_grid, int8_grid_cpu, tmp_path_factory):
     root = tmp_path_factory.mktemp("int8")
-    config = root / "small.json"
-    config.write_text(json.dumps(small_config(), ensure_ascii=False))
-    model = build_model(small_config(), seed=3)
-    _on_int8_grids(model)
-    checkpoint = root / "grid.pth"
-    torch.save({part: getattr(model, part).state_dict() for part in PARTS}, checkpoint)
-    voice = root / "voice.npy"
-    np.save(voice, np.random.default_rng(0).standard_normal((510, 1, 256)).astype(np.float32) * 0.1)
-    out = {}
-    for name, flags in (("auto", ["--precision", "fp32"]), ("float32", ["--weight-dtype", "float32"]),
-                        ("default", [])):
-        options = parse_args(["--config", str(config), "--weights", str(checkpoint), "--voice",
-                              str(voice), *flags, "--out", str(root / name)])
-        out[name] = build(options, log=lambda line: None)
+    out = {"auto": int8_grid_cpu}  # --weight-dtype auto (the default), --precision fp32
+    for name, flags in (("float32", ["--weight-dtype", "float32"]), ("default", [])):
+        out[name] = build_grid(int8_grid, root / name, *flags, log=lambda line: None)
     return out
 
 

@@ -327,10 +327,13 @@ def test_wasm_is_a_browser_cpu_target_with_the_kernels_compiled_for_it():
     assert dict(WASM.target) == {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm",
                                  "mcpu": "generic", "mattr": ["+simd128"]}  # fmt: skip
     assert WASM.library_suffix == ".wasm" and WASM.transform_apart and not WASM.polyphase
-    # the native kernels (compiled by emscripten), float32 weights
+    # the native kernels (compiled by emscripten): int8 weights where the checkpoint's
+    # are (float32 kept on request), float32 products
     assert WASM.choose().lstm_backend == "native" and WASM.choose().dense == "native"
-    assert WASM.choose().weight_dtype == "float32" and WASM.max_frames is not None
-    with pytest.raises(ValueError, match="--weight-dtype int8: a build for wasm takes"):
-        WASM.choose(weight_dtype="int8")
+    assert WASM.choose().weight_dtype == "auto" and WASM.max_frames is not None
+    assert WASM.choose(weight_dtype="float32").weight_dtype == "float32"
+    assert WASM.products(WASM.choose(weight_dtype="int8")) == "fp32"
+    with pytest.raises(ValueError, match="--precision int8: a build for wasm takes"):
+        WASM.choose(precision="int8")
     # an llvm target is wasm's only if it is wasm's: a CPU's stays a CPU's
     assert isinstance(resolve("llvm"), CpuTarget) and isinstance(resolve("aarch64"), CpuTarget)

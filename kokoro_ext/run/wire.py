@@ -9,6 +9,8 @@ fits a double, which rounds to the same float32).  It costs 0.03 word errors on 
 model, whose packed layouts' rows are not output channels (docs/browser.md).  An array
 of fewer than ``MIN_ELEMENTS`` elements, or of one dimension (biases, norms), stays
 float32: 0.7 MB of the real model's 383 MB, and the arrays a fixed error moves most.
+An array of another dtype (the int8 codes of a wasm build's weights on an int8 grid,
+``--weight-dtype auto``) is stored as it is, and so are their scales (one dimension).
 CPU and CUDA builds store their arrays as they are.  Reading them back (``decode``, the
 reference of the page's decoder) is kokoro_ext.run.weights's.
 """

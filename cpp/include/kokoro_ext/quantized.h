@@ -27,6 +27,8 @@
 #include <immintrin.h>
 #elif defined(__ARM_NEON)
 #include <arm_neon.h>
+#elif defined(__wasm_simd128__)
+#include <wasm_simd128.h>
 #endif
 
 #include <algorithm>
@@ -163,6 +165,17 @@ inline RegisterVector LoadInt8(const int8_t* p) {
   const float32x4_t hi = vcvtq_f32_s32(vmovl_high_s16(h));
   std::memcpy(&r, &lo, sizeof(lo));
   std::memcpy(reinterpret_cast<char*>(&r) + sizeof(lo), &hi, sizeof(hi));
+#elif defined(__wasm_simd128__)
+  static_assert(kVectorLanes == 8, "wasm converts 8 int8 lanes as two float vectors");
+  const v128_t h = wasm_i16x8_load8x8(p);
+  v128_t lo = wasm_i32x4_extend_low_i16x8(h), hi = wasm_i32x4_extend_high_i16x8(h);
+  // clang 14 folds the widening into a conversion from int16 lanes, which wasm lacks and
+  // it then does one lane at a time: the empty asm keeps the two int32 vectors
+  __asm__("" : "+r"(lo), "+r"(hi));
+  typedef float Floats4 __attribute__((vector_size(16)));
+  const Floats4 flo = (Floats4)wasm_f32x4_convert_i32x4(lo);
+  const Floats4 fhi = (Floats4)wasm_f32x4_convert_i32x4(hi);
+  r = __builtin_shufflevector(flo, fhi, 0, 1, 2, 3, 4, 5, 6, 7);
 #else
   for (int i = 0; i < kVectorLanes; ++i) r[i] = static_cast<float>(p[i]);
 #endif

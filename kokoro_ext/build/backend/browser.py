@@ -8,9 +8,12 @@ their large weights in a wire format (kokoro_ext.run.wire).
   wasm     a browser's CPU, for browsers without WebGPU: the CPU pipeline's kernels as
            wasm32 code with SIMD (simd128).  The convolutions, products and LSTM go to
            the native kernels (cpp/) compiled by emscripten into the same module
-           (kokoro_ext.build.web.kernels); the storage is the VM's own, the weights
-           float32.  Token ids and lengths stay int64 (wasm32 has 64-bit integers;
-           kokoro.js passes tvmjs their bytes).
+           (kokoro_ext.build.web.kernels); the storage is the VM's own.  The weights
+           on an int8 grid (--weight-dtype auto, the default: the int8 checkpoint's)
+           stay int8 codes with a float32 scale per output channel, on the wire and in
+           the stage's memory, dequantized where the kernels read them, as a CPU build
+           keeps them; the products are float32.  Token ids and lengths stay int64
+           (wasm32 has 64-bit integers; kokoro.js passes tvmjs their bytes).
 """
 
 from __future__ import annotations
@@ -107,18 +110,18 @@ class WebGpuTarget(InBrowser, GpuTarget):
 class WasmTarget(InBrowser, BuildTarget):
     """A browser's CPU: wasm32 with 128-bit SIMD (every browser since 2021-2023: Chrome
     91, Firefox 89, Safari 16.4), through the CPU pipeline with the native kernels
-    compiled by emscripten (kokoro_ext.build.web.kernels), the VM's own allocator and
-    float32 weights."""
+    compiled by emscripten (kokoro_ext.build.web.kernels), the VM's own allocator, int8
+    weights where the checkpoint's lie on an int8 grid and float32 products."""
 
     options: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "lstm_backend": ("native",),
         "dense": ("native",),
-        "weight_dtype": ("float32",),
+        "weight_dtype": ("auto", "int8", "float32"),
         "precision": ("auto", "fp32"),
         "wire": WIRES,
     }
     limited_because: ClassVar[str] = (
-        "its stages call the native kernels compiled by emscripten, in float32"
+        "its stages call the native kernels compiled by emscripten, with float32 products"
     )
     native_kernels: ClassVar[bool] = True
     # the stages run in a browser: the weight transform is compiled for the build machine
@@ -168,8 +171,9 @@ WASM = WasmTarget(
     target={"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm", "mcpu": "generic",
             "mattr": ["+simd128"]},
     requires={"wasm_features": ["simd128"]},
-    # A wasm32 instance has at most 2 GB: the decoder's, with its 262 MB of weights, grows
-    # about 0.5 MB a frame (474 MiB at 285 frames in Chromium, its storage planned for the
+    # A wasm32 instance has at most 2 GB: the decoder's, with its 63 MB of int8 weights
+    # (262 MB as float32), grows about 0.5 MB a frame (474 MiB at 285 frames in Chromium
+    # with the float32 ones, its storage planned for the
     # call's batch: kokoro_ext.build.passes.memory.exact_dynamic_sizes), so 2048 frames
     # (82 s of audio) stay near 1.3 GB.  Longer chunks are halved by the page (tts.js).
     max_frames=2048,

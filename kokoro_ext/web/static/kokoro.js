@@ -16,9 +16,11 @@
 // as float16: decodeWeights widens them), uploaded to the GPU once, and passed to its
 // `main` after the inputs, in the order the manifest lists.
 // A wasm build's stages run on tvm.cpu(), in the stage's WebAssembly memory; its token
-// ids and lengths are int64, and an Int32Array given for them is widened.
+// ids and lengths are int64, and an Int32Array given for them is widened.  Its int8
+// weights (--weight-dtype auto: the checkpoint's int8 codes, with float32 scales beside
+// them) stay int8 there: the kernels dequantize them as they read them.
 
-const DTYPES = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array };
+const DTYPES = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array, int8: Int8Array };
 
 /** float32 of each float16 bit pattern (all exact). */
 let HALF;
@@ -229,10 +231,13 @@ export class Build {
     try {
       const vm = tvm.detachFromCurrentScope(createVirtualMachine(tvm, device));
       const main = tvm.detachFromCurrentScope(vm.getFunction("main"));
-      // one tensor widened at a time: a float32 copy of the whole file never exists
+      // one tensor widened at a time: a float32 copy of the whole file never exists; one
+      // stored as it is goes from the file's bytes to the stage's memory without a copy
+      // of its own (tvmjs's copyFrom makes one)
       const arrays = entry.weights.tensors.map((spec, i) => {
         const tensor = tvm.detachFromCurrentScope(tvm.empty(spec[0], spec[1], device));
-        return tensor.copyFrom(decodeWeight(weights, spec, i, entry.weights.file));
+        const array = decodeWeight(weights, spec, i, entry.weights.file);
+        return tensor.copyFromRawBytes(new Uint8Array(array.buffer, array.byteOffset, array.byteLength));
       });
       await device.sync();
       return new Stage(tvm, device, vm, main, arrays, entry);
