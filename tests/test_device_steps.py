@@ -229,6 +229,18 @@ def test_the_resident_synthesis_brings_down_only_durations_and_audio(cpu_synth, 
     assert trace.stages == {}
 
 
+def test_unload_drops_the_device_stages_with_their_runners(build_dir):
+    from kokoro_ext.run.synthesizer import Synthesizer
+
+    synth = Synthesizer(build_dir[0])
+    before = synth._device_stage("text")
+    assert synth.loaded == ["text"]
+    synth.unload()
+    # nothing keeps the stage's code and weights: a device stage is made anew
+    assert synth.loaded == [] and synth._device_stages == {} and synth._steps is None
+    assert synth._device_stage("text") is not before and synth.loaded == ["text"]
+
+
 def test_the_resident_synthesis_draws_the_philox_noise(cpu_synth, cpu_steps):
     synth = cpu_synth
     ids, style = _inputs(synth, "ðə kwˈɪk bɹˈaʊn fˈɑks")

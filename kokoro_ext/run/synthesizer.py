@@ -255,6 +255,9 @@ class Synthesizer:
         for name in list(self._runners):
             with self._load_locks[name]:
                 self._runners.pop(name, None)
+                self._device_stages.pop(name, None)  # it holds the runner and its weights
+        with self._steps_lock:  # the device steps' buffers (CUDA builds)
+            self._steps = self._transfers = None
 
     @property
     def loaded(self) -> list[str]:
