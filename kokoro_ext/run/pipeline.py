@@ -67,6 +67,14 @@ def check_finite(stage: str, outputs: Mapping[str, np.ndarray]) -> None:
             )
 
 
+def check_noise(noise: np.ndarray, geometry: Geometry, frames: int) -> None:
+    """ValueError unless ``noise`` has the shape a chunk of ``frames`` takes, float32
+    [1, samples, harmonics] (a given noise, for either path)."""
+    want = (1, geometry.samples_per_frame * frames, geometry.harmonics)
+    if tuple(np.shape(noise)) != want:
+        raise ValueError(f"noise of shape {tuple(np.shape(noise))} given, this chunk takes {want}")
+
+
 def voice_style(voice: np.ndarray, phonemes: int) -> np.ndarray:
     """The [1, 256] style row kokoro picks from a [510, 1, 256] voice pack for ``phonemes``."""
     voice = np.asarray(voice, dtype=np.float32)
@@ -129,9 +137,8 @@ def synthesize_ids(
     samples = geometry.samples_per_frame * frames
     if noise is None:
         noise = source_noise(seed, 1, samples, geometry.harmonics)
-    elif tuple(np.shape(noise)) != (1, samples, geometry.harmonics):
-        raise ValueError(f"noise of shape {tuple(np.shape(noise))} given, this chunk takes "
-                         f"{(1, samples, geometry.harmonics)}")  # fmt: skip
+    else:
+        check_noise(noise, geometry, frames)
     source = run("source", F0=prosody["F0"], lengths=frame_lengths, noise=noise)
     decoder = run(
         "decoder",

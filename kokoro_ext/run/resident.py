@@ -33,7 +33,9 @@ from kokoro_ext.run import artifacts, cuda, native
 from kokoro_ext.run.geometry import STYLE_DIM, Geometry
 from kokoro_ext.run.manifest import Limits
 from kokoro_ext.run.noise import philox_key
-from kokoro_ext.run.pipeline import LengthOverflow, NonFiniteOutput, Trace, check_finite
+from kokoro_ext.run.pipeline import (
+    LengthOverflow, NonFiniteOutput, Trace, check_finite, check_noise,
+)  # fmt: skip
 from kokoro_ext.run.runner import to_numpy, to_tensor
 
 #: The steps module of a build, and its entry in the manifest's ``requires``.
@@ -239,9 +241,7 @@ def synthesize_resident(
     )
     samples = geometry.samples_per_frame * frames
     if noise is not None:
-        want = (1, samples, geometry.harmonics)
-        if tuple(noise.shape) != want:
-            raise ValueError(f"noise of shape {tuple(noise.shape)} given, this chunk takes {want}")
+        check_noise(noise, geometry, frames)
         source_noise = up(np.asarray(noise, dtype=np.float32))
     else:
         source_noise = steps.noise(seed, samples, geometry.harmonics)
