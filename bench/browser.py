@@ -352,6 +352,7 @@ ENVIRONMENT = """() => ({
   hardwareConcurrency: navigator.hardwareConcurrency,
   userAgent: navigator.userAgent,
   workers: window.benchWorkers ?? 0,
+  threads: window.bench?.tts?.build?.threads ?? null,  // a tvm build's: each stage's pool
 })"""
 
 

@@ -117,6 +117,62 @@ def test_whole_synthesis_in_wasm(browser, build_dir):
     assert snr_db(trace.audio, got.audio) >= 40
 
 
+# each stage's threads: what kokoro.js gave it, and the workers its pool counts (with the
+# caller) once they wait for tasks
+_THREADS = """async () => {
+  const threads = {};
+  for (const name of Object.keys(window.kokoroBuild.manifest.stages)) {
+    const stage = await window.kokoroBuild.stage(name);
+    for (let i = 0; i < 200 && stage.tvm.exports.kx_threads() < stage.threads; i++) {
+      await new Promise((wake) => setTimeout(wake, 10));
+    }
+    threads[name] = [stage.threads, stage.tvm.exports.kx_threads()];
+  }
+  return { build: window.kokoroBuild.threads, threads, isolated: crossOriginIsolated };
+}"""
+
+
+def test_wasm_stages_run_on_threads_as_on_one(browser, cpu_trace):
+    """Three threads asked for, in a cross-origin isolated page (as StaticServer and
+    ``python -m kokoro_ext.web`` serve it): each stage's pool holds two workers beside the
+    caller, and the stages compute what they compute on one thread."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = cpu_trace
+    manifest = artifacts.read_manifest(browser.directory)
+    outputs = {}
+    for threads in (1, 3):
+        with browser.tab(browser.directory, threads=threads) as tab:
+            run = browser_stages(tab, manifest)
+            outputs[threads] = {stage: run(stage)(**_stage_inputs(trace, synth, stage))
+                                for stage in ("text", "prosody", "source")}  # fmt: skip
+            got = tab.page.evaluate(_THREADS)
+        assert got["isolated"] and got["build"] == threads
+        assert got["threads"] == {name: [threads, threads] for name in manifest.stages}
+    for stage, named in outputs[3].items():
+        for name, value in named.items():
+            one = outputs[1][stage][name]
+            assert np.isfinite(value).all(), (stage, name)
+            # the same sums: the tasks split whole output items
+            np.testing.assert_allclose(value, one, rtol=0, atol=1e-6 * np.max(np.abs(one)))
+
+
+def test_page_not_isolated_runs_on_one_thread(browser, cpu_trace):
+    """A host without cross-origin isolation (no SharedArrayBuffer for workers): four
+    threads asked for, the stages run on the page's thread alone, and still compute."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = cpu_trace
+    manifest = artifacts.read_manifest(browser.directory)
+    with browser.tab(browser.directory, threads=4, isolated=False) as tab:
+        got = browser_stages(tab, manifest)("text")(**_stage_inputs(trace, synth, "text"))
+        threads = tab.page.evaluate(_THREADS)
+    assert not threads["isolated"] and threads["build"] == 1
+    assert threads["threads"] == {name: [1, 1] for name in manifest.stages}
+    want = trace.stages["text"]["d"]
+    assert np.max(np.abs(got["d"] - want)) <= BOUNDS["text"]["d"] * np.max(np.abs(want))
+
+
 @pytest.fixture(scope="module")
 def wired(wasm_build, tmp_path_factory):
     """The wasm build with its weights in each wire format, as ``build --wire`` writes

@@ -56,7 +56,7 @@ def _decode(value: dict) -> np.ndarray:
 
 
 # In the page: base64 <-> typed arrays, and the build's stages by name.
-_SETUP = """async (base) => {
+_SETUP = """async ([base, threads]) => {
   const { loadBuild } = await import(base + "kokoro.js");
   const TYPES = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array };
   const decode = (v) => {
@@ -71,7 +71,8 @@ _SETUP = """async (base) => {
     }
     return { data: btoa(text), dtype: t.dtype, shape: t.shape };
   };
-  const build = await loadBuild(base);
+  const build = await loadBuild(base, { threads: threads ?? undefined });
+  window.kokoroBuild = build;
   window.kokoroRunStage = async (name, inputs) =>
     (await build.run(name, inputs.map(decode))).map(encode);
   return build.gpu?.adapterInfo ? JSON.stringify(build.gpu.adapterInfo) : "";
@@ -108,24 +109,28 @@ class Browser:
             raise
         return self
 
-    def _load_build(self, page, server: StaticServer) -> str:
-        """Load ``server``'s build in ``page``; the adapter's description."""
+    def _load_build(self, page, server: StaticServer, threads: int | None = None) -> str:
+        """Load ``server``'s build in ``page`` (a wasm build's stages on ``threads``,
+        default: kokoro.js's); the adapter's description."""
         page.goto(server.url + "manifest.json")  # same origin as the build
         page.add_script_tag(url=server.url + "tvmjs.js")
-        return page.evaluate(_SETUP, server.url)
+        return page.evaluate(_SETUP, [server.url, threads])
 
     @contextlib.contextmanager
-    def tab(self, directory: Path) -> Iterator[Browser]:
-        """``directory``'s build loaded in a new tab of this Chromium, as a Browser whose
-        ``run_stage`` runs there (a second Browser cannot start beside this one: one
-        Playwright a thread)."""
+    def tab(
+        self, directory: Path, threads: int | None = None, isolated: bool = True
+    ) -> Iterator[Browser]:
+        """``directory``'s build loaded in a new tab of this Chromium (a wasm build's
+        stages on ``threads``; served without cross-origin isolation if not
+        ``isolated``), as a Browser whose ``run_stage`` runs there (a second Browser
+        cannot start beside this one: one Playwright a thread)."""
         view = copy.copy(self)
         view.directory = Path(directory)
-        view.server = StaticServer(view.directory)
+        view.server = StaticServer(view.directory, isolated=isolated)
         page = None
         try:
             view.page = page = self._new_page(self._browser)
-            view.adapter = self._load_build(page, view.server)
+            view.adapter = self._load_build(page, view.server, threads)
             yield view
         finally:
             if page is not None:

@@ -25,8 +25,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                       ".wasm": "application/wasm", ".js": "text/javascript"}  # fmt: skip
 
     def end_headers(self) -> None:
-        for name, value in HEADERS.items():
-            self.send_header(name, value)
+        if self.server.isolated:
+            for name, value in HEADERS.items():
+                self.send_header(name, value)
         self.send_header("Cache-Control", "no-cache")
         super().end_headers()
 
@@ -47,14 +48,18 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 class StaticServer:
     """``directory`` over HTTP on ``host``:``port`` (0: an ephemeral one), in a thread;
-    ``/`` redirects to ``index`` (a path in ``directory``) where one is given."""
+    ``/`` redirects to ``index`` (a path in ``directory``) where one is given;
+    ``isolated=False``: without the cross-origin isolation headers, as a host that
+    does not send them (a wasm build's stages then run on one thread)."""
 
     def __init__(
-        self, directory: Path, host: str = "127.0.0.1", port: int = 0, index: str | None = None
-    ):
+        self, directory: Path, host: str = "127.0.0.1", port: int = 0, index: str | None = None,
+        isolated: bool = True,
+    ):  # fmt: skip
         handler = functools.partial(_Handler, directory=str(directory))
         self.httpd = http.server.ThreadingHTTPServer((host, port), handler)
         self.httpd.index = index
+        self.httpd.isolated = isolated
         #: the paths of the GET requests served so far, in order (what a page downloaded)
         self.requests: list[str] = []
         self.httpd.requests = self.requests

@@ -170,7 +170,10 @@ WASM = WasmTarget(
     what="a browser's CPU without WebGPU: wasm32 SIMD code with TVM's web runtime",
     target={"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm", "mcpu": "generic",
             "mattr": ["+simd128"]},
-    requires={"wasm_features": ["simd128"]},
+    # shared memory (threads): the stage runs on a pool of Web Workers where the page
+    # is cross-origin isolated (cpp/web/threads.cc); the page creates the memory
+    requires={"wasm_features": ["simd128", "threads"],
+              "wasm_memory": {"initial_pages": 2560, "maximum_pages": 32768, "shared": True}},
     # A wasm32 instance has at most 2 GB: the decoder's, with its 63 MB of int8 weights
     # (262 MB as float32), grows about 0.5 MB a frame (474 MiB at 285 frames in Chromium
     # with the float32 ones, its storage planned for the

@@ -7,7 +7,9 @@ kernels the native builds call (``kokoro_ext.conv1d``, ``conv1d_taps``, Winograd
 compile with emscripten for wasm32 with SIMD128: their register blocks are GCC vector
 types, which clang lowers to 128-bit SIMD.  OpenBLAS has no WebAssembly build here, so
 the few BLAS products they call come from ``cpp/blas/sgemm.cc``.  TVM's web runtime runs
-``TVMBackendParallelLaunch`` serially, so the kernels' tiles run in turn.
+``TVMBackendParallelLaunch`` serially; ``cpp/web/threads.cc`` takes its place, with a
+pool of Web Workers on the stage's shared memory where the page can have one, so that the
+TVM-generated parallel loops and the kernels' tiles run on the page's cores.
 
 They register themselves with tvm-ffi's global registry when the module starts (static
 initializers, as in the native library), where the stages' host code looks them up.
@@ -36,8 +38,10 @@ SOURCES = (
     CPP / "src" / "lstm.cc",
     CPP / "src" / "winograd.cc",
     CPP / "blas" / "sgemm.cc",
+    CPP / "web" / "threads.cc",
 )
-_CFLAGS = ["-O3", "-std=c++17", "-msimd128", "-fno-math-errno", "-Wno-ignored-attributes"]
+_CFLAGS = ["-O3", "-std=c++17", "-msimd128", "-fno-math-errno", "-Wno-ignored-attributes",
+           *runtime.THREADS_CFLAGS]  # fmt: skip
 
 
 def _includes() -> list[str]:
@@ -76,8 +80,8 @@ def kernel_parts() -> list[Path]:
 
 def link(output: str, objects: list[str], options: list[str] | None = None) -> None:
     """``export_library``'s ``fcompile`` for the wasm target: ``runtime.link`` with the
-    kernels' objects."""
-    runtime.link(output, [*objects, *map(str, kernel_parts())], options)
+    kernels' objects and the thread pool, on shared memory."""
+    runtime.link(output, [*objects, *map(str, kernel_parts())], options, threads=True)
 
 
 link.object_format = "o"  # type: ignore[attr-defined]

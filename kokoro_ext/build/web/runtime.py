@@ -40,9 +40,31 @@ _NODE_PATH = "/usr/share/nodejs"
 #: TVM's headers the wheels lack (the one copy, which the native kernels' CMake build uses too).
 SUPPORT = Path(__file__).resolve().parents[2] / "third_party" / "tvm"
 _CFLAGS = ["-O3", "-std=c++17", "-Wno-ignored-attributes"]
+#: Code that runs on a stage's threads (kokoro_ext.build.web.kernels, cpp/web/threads.cc):
+#: atomics, and thread-local storage of its own per thread.
+THREADS_CFLAGS = ["-matomics", "-mbulk-memory"]
+#: A stage's memory: its initial size and the most it grows to (wasm32's 2 GB), as the
+#: wasm target's manifest records them for the page, which creates it (in 64 kB pages).
+INITIAL_MEMORY = 2560 * 2**16
+MAXIMUM_MEMORY = 32768 * 2**16
+#: What cpp/web/threads.cc replaces: the web runtime's serial TVMBackendParallelLaunch,
+#: and the allocator's entries, which it puts behind a lock.
+_WRAPPED = ("TVMBackendParallelLaunch", "malloc", "free", "calloc", "realloc",
+            "posix_memalign", "aligned_alloc", "memalign")  # fmt: skip
+#: The system libraries emcc links into a STANDALONE_WASM module, as their thread-safe
+#: (-mt) builds: shared memory takes no object compiled without atomics, and emcc picks
+#: the -mt ones only with -pthread, which needs its JavaScript glue.
+_THREADS_LIBS = ["-lstandalonewasm-memgrow", "-lstubs", "-lnoexit", "-lc-mt", "-ldlmalloc-mt",
+                 "-lcompiler_rt-mt", "-lc++-mt-noexcept", "-lc++abi-mt-noexcept", "-lsockets-mt"]
+#: A stage whose memory its threads share: the page creates it (shared) and passes it
+#: to every instance of the module.
+_THREADS_LDFLAGS = [
+    "-sIMPORTED_MEMORY=1", "-Wl,--shared-memory", f"-sMAXIMUM_MEMORY={MAXIMUM_MEMORY}",
+    "-Wl," + ",".join(f"--wrap={name}" for name in _WRAPPED), "-nodefaultlibs", *_THREADS_LIBS,
+]  # fmt: skip
 _LDFLAGS = [
     "-O3", "--no-entry", "-s", "WASM_BIGINT=1", "-s", "ERROR_ON_UNDEFINED_SYMBOLS=0",
-    "-s", "STANDALONE_WASM=1", "-s", "ALLOW_MEMORY_GROWTH=1", "-s", "TOTAL_MEMORY=160MB",
+    "-s", "STANDALONE_WASM=1", "-s", "ALLOW_MEMORY_GROWTH=1", "-s", f"TOTAL_MEMORY={INITIAL_MEMORY}",
 ]  # fmt: skip
 
 
@@ -98,10 +120,12 @@ def _source_root(root: Path) -> None:
     )
 
 
-def runtime_dir() -> Path:
-    """The cached folder of the runtime's parts for this TVM and emcc."""
-    key = hashlib.sha256(f"{tvm.__version__}|{emcc_version()}|o".encode()).hexdigest()[:12]
-    return cache.cache_dir() / "web" / f"tvm-{tvm.__version__}-{key}"
+def runtime_dir(threads: bool = False) -> Path:
+    """The cached folder of the runtime's parts for this TVM and emcc (compiled for
+    threads or not)."""
+    flags = THREADS_CFLAGS if threads else []
+    key = hashlib.sha256(f"{tvm.__version__}|{emcc_version()}|o|{flags}".encode()).hexdigest()
+    return cache.cache_dir() / "web" / f"tvm-{tvm.__version__}-{key[:12]}"
 
 
 def compile_objects(sources: list[Path], flags: list[str], folder: Path) -> list[Path]:
@@ -129,14 +153,16 @@ def compile_objects(sources: list[Path], flags: list[str], folder: Path) -> list
     return parts
 
 
-def runtime_parts() -> list[Path]:
-    """The runtime's object files, compiled first if the cache lacks them."""
-    folder = runtime_dir()
+def runtime_parts(threads: bool = False) -> list[Path]:
+    """The runtime's object files (for a stage with threads or not), compiled first if
+    the cache lacks them."""
+    folder = runtime_dir(threads)
     if all((folder / f"{name}.o").is_file() for name in PARTS):
         return [folder / f"{name}.o" for name in PARTS]
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tvm-web-", dir=folder.parent) as scratch:
-        return compile_objects(*runtime_sources(Path(scratch)), folder)
+        sources, flags = runtime_sources(Path(scratch))
+        return compile_objects(sources, [*flags, *(THREADS_CFLAGS if threads else [])], folder)
 
 
 def runtime_sources(root: Path) -> tuple[list[Path], list[str]]:
@@ -150,10 +176,19 @@ def runtime_sources(root: Path) -> tuple[list[Path], list[str]]:
     return [root / "web" / "emcc" / f"{name}.cc" for name in PARTS], [*includes, *_CFLAGS]
 
 
-def link(output: str, objects: list[str], options: list[str] | None = None) -> None:
+def link_flags(threads: bool = False) -> list[str]:
+    """emcc's flags for a stage's link (with shared memory for threads or not)."""
+    return [*_LDFLAGS, *(_THREADS_LDFLAGS if threads else [])]
+
+
+def link(
+    output: str, objects: list[str], options: list[str] | None = None, threads: bool = False
+) -> None:
     """``export_library``'s ``fcompile``: ``objects`` linked with the web runtime into the
-    WebAssembly module ``output``."""
-    out = run_emcc([*_LDFLAGS, "-o", output, *map(str, runtime_parts()), *objects, *(options or [])])
+    WebAssembly module ``output``; ``threads``: with shared, imported memory, for the
+    thread pool of cpp/web/threads.cc, which ``objects`` must hold."""
+    parts = map(str, runtime_parts(threads))
+    out = run_emcc([*link_flags(threads), "-o", output, *parts, *objects, *(options or [])])
     if out.returncode != 0:
         raise ToolchainError(f"emcc could not link {output}:\n{out.stderr[-3000:]}")
 

@@ -83,6 +83,9 @@ export type Phonemize = (
 export interface LoadOptions {
   log?: (message: string) => void;
   phonemize?: Phonemize;
+  /** The most threads a wasm build's stages run on (default: navigator.hardwareConcurrency;
+   * one where the page is not cross-origin isolated). */
+  threads?: number;
 }
 
 export interface WorkerOptions {
@@ -90,6 +93,8 @@ export interface WorkerOptions {
   worker: true;
   /** The URL of tvmjs.js the worker loads (default: the one beside tts.js, else a build's). */
   tvmjs?: string;
+  /** As LoadOptions.threads. */
+  threads?: number;
 }
 
 /** Text to speak: all of it, or its pieces as they come (an LLM's reply). */
@@ -116,6 +121,8 @@ export interface Speaker {
 export interface Build {
   readonly base: URL;
   readonly device: "webgpu" | "wasm";
+  /** The threads each stage runs on, at most (a wasm build's; 1 for WebGPU). */
+  readonly threads: number;
   /** The builds loadBuild passed over, and why. */
   readonly skipped: { base: string; reason: string }[];
   readonly gpu: { adapterInfo?: { vendor?: string; architecture?: string } } | null;

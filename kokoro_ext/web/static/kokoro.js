@@ -16,7 +16,11 @@
 // as float16: decodeWeights widens them), uploaded to the GPU once, and passed to its
 // `main` after the inputs, in the order the manifest lists.
 // A wasm build's stages run on tvm.cpu(), in the stage's WebAssembly memory; its token
-// ids and lengths are int64, and an Int32Array given for them is widened.  Its int8
+// ids and lengths are int64, and an Int32Array given for them is widened.  That memory
+// is shared: where the page is cross-origin isolated, each stage runs on a pool of
+// threads, the module instantiated again in Web Workers (wasm-thread.js) on the same
+// memory (cpp/web/threads.cc); `loadBuild(base, {threads})` sizes the pools (default:
+// navigator.hardwareConcurrency), `build.threads` says what they got.  Its int8
 // weights (--weight-dtype auto: the checkpoint's int8 codes, with float32 scales beside
 // them) stay int8 there: the kernels dequantize them as they read them.
 
@@ -114,17 +118,149 @@ async function gpuDevice(manifest) {
 const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3,
   2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
 
+/** Whether this browser's WebAssembly has shared memory (the threads proposal). */
+function hasSharedMemory() {
+  try {
+    return new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true }).buffer !== undefined;
+  } catch {
+    return false;
+  }
+}
+
 /** An Error saying what of the manifest's WebAssembly features this browser lacks. */
 function checkWasm(manifest) {
   const features = manifest.requires?.wasm_features ?? [];
   if (features.includes("simd128") && !WebAssembly.validate(SIMD_PROBE)) {
     throw new Error("this browser's WebAssembly has no SIMD (simd128)");
   }
+  if (features.includes("threads") && !hasSharedMemory()) {
+    throw new Error("this browser's WebAssembly has no shared memory (threads)");
+  }
+}
+
+/** The threads a wasm stage may run on: `requested` (default: the cores), one where
+ * workers cannot share memory (a page not cross-origin isolated: no SharedArrayBuffer). */
+function wasmThreads(requested) {
+  if (requested !== undefined && !(Number.isInteger(requested) && requested >= 1)) {
+    throw new Error(`threads must be a whole number of at least 1, got ${requested}`);
+  }
+  if (!globalThis.crossOriginIsolated || typeof Worker === "undefined") return 1;
+  return Math.min(requested ?? (navigator.hardwareConcurrency || 1), 64);
+}
+
+/** WASI for a stage on imported memory (tvmjs's polyfill reads an exported one): what
+ * TVM's web runtime calls, its output to `log`. */
+function wasi(memory, log) {
+  const view = () => new DataView(memory.buffer);
+  const decoder = new TextDecoder();
+  let line = "";
+  return {
+    fd_write(fd, iovs, count, written) {
+      const v = view();
+      let n = 0;
+      for (let i = 0; i < count; i++) {
+        const ptr = v.getUint32(iovs + 8 * i, true), len = v.getUint32(iovs + 8 * i + 4, true);
+        // a copy: TextDecoder takes no view of shared memory
+        line += decoder.decode(new Uint8Array(memory.buffer, ptr, len).slice());
+        n += len;
+      }
+      const lines = line.split("\n");
+      line = lines.pop();
+      for (const text of lines) log(text);
+      v.setUint32(written, n, true);
+      return 0;
+    },
+    clock_time_get(id, precision, out) {
+      const ms = id === 0 ? Date.now() : performance.now();
+      view().setBigUint64(out, BigInt(Math.round(ms * 1e6)), true);
+      return 0;
+    },
+    environ_sizes_get(count, size) {
+      view().setUint32(count, 0, true);
+      view().setUint32(size, 0, true);
+      return 0;
+    },
+    environ_get: () => 0,
+    fd_close: () => 0,
+    fd_read: () => 8, // EBADF: a stage reads no file
+    fd_seek: () => 8,
+    proc_exit(code) {
+      throw new Error(`the stage exited with status ${code}`);
+    },
+  };
+}
+
+/** A worker's stack: the kernels' deepest frames are a few kB; the TVM-generated
+ * parallel loops put larger buffers in the heap. */
+const THREAD_STACK = 1 << 20;
+
+/** `count` Web Workers running `module`'s thread loop on `memory` (wasm-thread.js), once
+ * each has started; those that fail to start are left out (the stage runs on fewer). */
+async function startThreads(module, memory, exports, count, log) {
+  const tlsSize = Math.max(exports.kx_tls_size(), 1), tlsAlign = Math.max(exports.kx_tls_align(), 4);
+  const started = [];
+  for (let i = 0; i < count; i++) {
+    const stack = exports.kx_alloc(THREAD_STACK, 16), tls = exports.kx_alloc(tlsSize, tlsAlign);
+    if (!stack || !tls) break;
+    const worker = new Worker(new URL("./wasm-thread.js", import.meta.url), { name: `kokoro wasm thread ${i + 1}` });
+    started.push(new Promise((resolve) => {
+      worker.onmessage = ({ data }) => {
+        if (data.ready) return resolve(worker);
+        log(`wasm thread ${i + 1}: ${data.error}`);
+        worker.terminate();
+        return resolve(null);
+      };
+      worker.onerror = (event) => {
+        log(`wasm thread ${i + 1} did not start: ${event.message}`);
+        resolve(null);
+      };
+    }));
+    worker.postMessage({ module, memory, stackTop: stack + THREAD_STACK, tls });
+  }
+  return (await Promise.all(started)).filter((worker) => worker !== null);
+}
+
+/** tvmjs's instance of a stage linked with shared, imported memory (`spec`: its pages,
+ * from the manifest), and its threads: `threads - 1` workers besides the caller. */
+async function instantiateShared(bytes, spec, threads, log) {
+  const memory = new WebAssembly.Memory({ initial: spec.initial_pages, maximum: spec.maximum_pages, shared: true });
+  let exports;
+  const provider = {
+    imports: {
+      env: {
+        memory,
+        // the -mt libc's first constructor: the page's thread state and its
+        // thread-local storage (emscripten's glue would set them)
+        __emscripten_init_main_thread_js: (self) => exports.kx_main_thread(self),
+        emscripten_check_blocking_allowed: () => {},
+        emscripten_unwind_to_js_event_loop: () => {  // the -mt libc's exit
+          throw new Error("the stage exited");
+        },
+      },
+      wasi_snapshot_preview1: wasi(memory, log),
+    },
+    start: (instance) => {
+      exports = instance.exports;
+      exports._initialize(); // the static constructors, once
+    },
+  };
+  const tvm = await tvmjs.instantiate(bytes, provider, log);
+  let workers = [];
+  if (threads > 1) {
+    const module = await WebAssembly.compile(bytes);  // V8 reuses the instance's code
+    workers = await startThreads(module, memory, tvm.exports, threads - 1, log);
+  }
+  return { tvm, workers };
 }
 
 class Stage {
-  constructor(tvm, device, vm, main, weights, entry) {
-    Object.assign(this, { tvm, device, vm, main, weights, entry });
+  constructor(tvm, device, vm, main, weights, entry, workers = []) {
+    Object.assign(this, { tvm, device, vm, main, weights, entry, workers });
+  }
+
+  /** The threads it runs on: its workers and the caller. */
+  get threads() {
+    return this.workers.length + 1;
   }
 
   /** Run the stage on `inputs` (in the signature's order); its outputs, on the CPU. */
@@ -188,8 +324,10 @@ function createVirtualMachine(tvm, device) {
 }
 
 export class Build {
-  constructor(base, manifest, gpu, log) {
+  constructor(base, manifest, gpu, log, threads = 1) {
     Object.assign(this, { base, manifest, gpu, log, stages: {}, gpuErrors: [] });
+    // the threads each wasm stage may run on (1 for a webgpu build)
+    this.threads = gpu ? 1 : wasmThreads(threads);
     this.device = deviceOf(manifest);  // "webgpu" or "wasm" (gpu null)
     this.skipped = [];  // [{base, reason}]: the candidates loadBuild passed over
     // WebGPU reports an invalid shader or pipeline as an event, and the kernel then
@@ -223,7 +361,10 @@ export class Build {
         return response.arrayBuffer();
       }),
     );
-    const tvm = await tvmjs.instantiate(new Uint8Array(wasm), tvmjs.createPolyfillWASI(), this.log);
+    const memory = this.manifest.requires?.wasm_memory;
+    const { tvm, workers } = memory?.shared
+      ? await instantiateShared(new Uint8Array(wasm), memory, this.threads, this.log)
+      : { tvm: await tvmjs.instantiate(new Uint8Array(wasm), tvmjs.createPolyfillWASI(), this.log), workers: [] };
     if (this.gpu) tvm.initWebGPU(this.gpu.device);
     const device = this.gpu ? tvm.webgpu() : tvm.cpu();
     // what outlives this scope is detached from it: the VM, main and the weights
@@ -240,7 +381,7 @@ export class Build {
         return tensor.copyFromRawBytes(new Uint8Array(array.buffer, array.byteOffset, array.byteLength));
       });
       await device.sync();
-      return new Stage(tvm, device, vm, main, arrays, entry);
+      return new Stage(tvm, device, vm, main, arrays, entry, workers);
     } finally {
       tvm.endScope();
     }
@@ -259,8 +400,11 @@ export class Build {
 
 /** Load the build at `base` (a URL of its folder, ending in "/"), or the first of an
  * array of such folders this browser runs (a webgpu build needs WebGPU; a wasm build
- * runs anywhere); an Error with every candidate's reason if none. */
-export async function loadBuild(base, { log = () => {} } = {}) {
+ * runs anywhere); an Error with every candidate's reason if none.  `threads`: the most
+ * threads a wasm build's stages run on (default: the cores; one where the page is not
+ * cross-origin isolated). */
+export async function loadBuild(base, { log = () => {}, threads } = {}) {
+  wasmThreads(threads);  // refuses a bad count before any candidate is tried
   const skipped = [];
   for (const candidate of Array.isArray(base) ? base : [base]) {
     try {
@@ -268,7 +412,7 @@ export async function loadBuild(base, { log = () => {} } = {}) {
       const manifest = await fetchManifest(url);
       if (deviceOf(manifest) === "wasm") checkWasm(manifest);
       const gpu = deviceOf(manifest) === "webgpu" ? await gpuDevice(manifest) : null;
-      const build = new Build(url, manifest, gpu, log);
+      const build = new Build(url, manifest, gpu, log, threads);
       build.skipped = skipped;
       return build;
     } catch (error) {

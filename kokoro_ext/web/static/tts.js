@@ -171,13 +171,14 @@ export class KokoroTTS {
    * {words, groups} is the front end (default: text.js's).  `worker: true`: the synthesis
    * in a Web Worker (worker.js), behind the same methods (a KokoroWorker); `tvmjs` is the
    * URL of tvmjs.js it loads (default: the one beside this module, else a build's).
+   * `threads`: the most threads a wasm build's stages run on (kokoro.js's loadBuild).
    */
-  static async load(base = "./", { log = () => {}, phonemize = textPhonemize, worker = false, tvmjs } = {}) {
+  static async load(base = "./", { log = () => {}, phonemize = textPhonemize, worker = false, tvmjs, threads } = {}) {
     if (worker) {
       if (phonemize !== textPhonemize) throw new Error("a worker runs text.js's front end: no phonemize option");
-      return KokoroWorker.start(base, { tvmjs });
+      return KokoroWorker.start(base, { tvmjs, threads });
     }
-    const build = await loadBuild(base, { log }); // a list: the first build that runs here
+    const build = await loadBuild(base, { log, threads }); // a list: the first build that runs here
     const response = await fetch(new URL("config.json", build.base));
     if (!response.ok) throw new Error(`config.json: HTTP ${response.status}`);
     return new KokoroTTS(build, await response.json(), phonemize);
@@ -404,7 +405,7 @@ export class KokoroWorker {
   }
 
   /** A worker with the build at `base` loaded (KokoroTTS.load's `base`). */
-  static async start(base = "./", { tvmjs } = {}) {
+  static async start(base = "./", { tvmjs, threads } = {}) {
     const here = globalThis.location?.href;
     const bases = (Array.isArray(base) ? base : [base]).map((b) => new URL(b, here).href);
     const worker = new KokoroWorker(new Worker(new URL("./worker.js", import.meta.url)));
@@ -412,7 +413,7 @@ export class KokoroWorker {
     const scripts = tvmjs ? [new URL(tvmjs, here).href]
       : [...new Set([new URL("tvmjs.js", import.meta.url).href, ...bases.map((b) => new URL("tvmjs.js", b).href)])];
     const loaded = await worker.#call({ op: "load", base: Array.isArray(base) ? bases : bases[0],
-      tvmjs: scripts });
+      tvmjs: scripts, threads });
     // the builds passed over, named as the caller named them
     const named = new Map(bases.map((b, i) => [b, Array.isArray(base) ? base[i] : base]));
     const skipped = loaded.skipped.map((s) => ({ ...s, base: named.get(s.base) ?? s.base }));

@@ -3,7 +3,7 @@
 // Float32Array.  A classic worker: tvmjs (a UMD script) comes in by importScripts, the
 // ES modules by import().
 //
-// Messages in: {id, op: "load", base, tvmjs: [URLs to try]} | {id, op: "voices"} |
+// Messages in: {id, op: "load", base, tvmjs: [URLs to try], threads?} | {id, op: "voices"} |
 //   {id, op: "stream", text?, options} (no text: pieces follow as {id, op: "piece", text}
 //   then {id, op: "end"}) | {id, op: "cancel"}.
 // Messages out: {id, result} | {id, chunk} | {id, done: true} | {id, error}.
@@ -55,7 +55,7 @@ async function handle(message) {
     }
     if (failed.length === message.tvmjs.length) throw new Error(`no tvmjs.js loads: ${failed.join("; ")}`);
     const { KokoroTTS } = await import("./tts.js");
-    tts = await KokoroTTS.load(message.base);
+    tts = await KokoroTTS.load(message.base, { threads: message.threads });
     const { device, limits, skipped, adapterInfo } = tts;
     return reply({ id, result: { device, limits, skipped, adapterInfo, base: tts.build.base.href } });
   }
