@@ -60,8 +60,10 @@ speaking that text took on top of the loaded engine; and the main thread's JS he
 process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that spent the most
 CPU time over the load and warm-up; its VmHWM then is the load's and warm-up's peak.
 Download: the sum of the response bodies' Content-Length over every response the
-engine's page received (all from the local server),
-listed per file in the JSON (Python's http.server sends it for every file).
+engine's page received (all from the local server), listed per file in the JSON: the
+bytes on the wire, as kokoro_ext.web.server sends both engines' files, gzip-encoded for
+the text-like types (``.wasm``, ``.js``, ``.mjs``, ``.json``, ``.html``), as static hosts
+do, and as they are for the rest (weights, ``.onnx``, voices).
 
 A cell that takes longer than ``--timeout`` seconds says "timed out", its page is
 closed and that engine's later texts are not run.  The page is watched between its
@@ -732,7 +734,8 @@ def format_tables(result: dict) -> str:
               "(performance.now() in the page).  Peak RSS: the page's renderer process "
               "(VmHWM, reset before the text); JS heap: CDP Performance.getMetrics "
               "JSHeapUsedSize.  Download: Content-Length of every response the engine's page "
-              "received (load and warm-up included).  workers: Workers the page started "
+              "received (load and warm-up included; on the wire: .wasm, .js, .json gzipped).  "
+              "workers: Workers the page started "
               "(onnxruntime-web's threads); isolated: crossOriginIsolated."]
     for engine in engines:
         r = res.get(engine, {})

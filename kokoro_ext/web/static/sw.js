@@ -125,6 +125,9 @@ async function respond(cache, build, file) {
       { status: 502, headers: { "Content-Type": "text/plain" } });
   }
   const headers = new Headers(response.headers);
+  // the body is fetch()'s decoded bytes: the network's encoding and length are not its
+  headers.delete("Content-Encoding");
+  headers.delete("Content-Length");
   headers.set(SHA, digest);
   headers.set(BUILD, build.digest);
   const copy = new Response(bytes, { status: response.status, statusText: response.statusText, headers });
