@@ -56,8 +56,12 @@ Memory: the peak RSS of the page's renderer process (VmHWM in /proc, the kernel'
 high-water mark: JS heap, WebAssembly memories, workers' threads of that process
 included), reset (``5`` into /proc/PID/clear_refs) before each text, so that it is what
 speaking that text took on top of the loaded engine; and the main thread's JS heap
-(CDP ``Performance.getMetrics`` JSHeapUsedSize) after each text.  The renderer is the
-process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that spent the most
+(CDP ``Performance.getMetrics`` JSHeapUsedSize) after each text.  For this project's
+engines, where it goes: each stage's WebAssembly memory (kokoro.js loads each stage as
+a module and instance of its own, with its own memory: ``memory.buffer.byteLength``)
+once loaded (before the warm-up) and after each text; a memory never shrinks, so each is
+that stage's high-water mark so far (its pages never touched are not in the RSS).  The
+renderer is the process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that spent the most
 CPU time over the load and warm-up; its VmHWM then is the load's and warm-up's peak.
 Download: the sum of the response bodies' Content-Length over every response the
 engine's page received (all from the local server),
@@ -347,6 +351,19 @@ AUDIO = """() => {
   return btoa(text);
 }"""
 
+#: MB of each loaded stage's WebAssembly memory (kokoro.js: one instance, one memory per
+#: stage; a memory never shrinks, so this is the stage's high-water mark), or null for an
+#: engine without the build's stages (kokoro-js).
+STAGE_MEMORY = """async () => {
+  const build = window.bench?.tts?.build;
+  if (!build?.stages) return null;
+  const sizes = {};
+  for (const [name, stage] of Object.entries(build.stages)) {
+    sizes[name] = (await stage).tvm.memory.memory.buffer.byteLength / 2 ** 20;
+  }
+  return sizes;
+}"""
+
 ENVIRONMENT = """() => ({
   crossOriginIsolated: self.crossOriginIsolated,
   hardwareConcurrency: navigator.hardwareConcurrency,
@@ -440,6 +457,14 @@ def mb(kb: int | None) -> float | None:
     return None if kb is None else kb / 1024
 
 
+def stage_memory_mb(page) -> dict[str, float] | None:
+    """MB of each stage's WebAssembly memory (STAGE_MEMORY); None for kokoro-js."""
+    try:
+        return page.evaluate(STAGE_MEMORY)
+    except Exception:  # noqa: BLE001 - a figure the bench can do without
+        return None
+
+
 def js_heap_mb(page) -> float | None:
     try:
         session = page.context.new_cdp_session(page)
@@ -481,6 +506,8 @@ def run_engine(browser, cdp, engine: str, base: str, texts: list[str], args,
         result["load_s"] = loaded["load_ms"] / 1000
         result["device"] = loaded["device"]
         log(f"{engine}: loaded in {result['load_s']:.1f} s ({result['device']})")
+        result["load_stage_memory_mb"] = stage_memory_mb(page)
+        result["load_js_heap_mb"] = js_heap_mb(page)
         if args.warm_up != "none":
             got = task(page, SPEAK, {"text": TEXTS[args.warm_up], "voice": VOICE}, args.timeout)
             result["warm_up"] = {"text": args.warm_up, "total_s": got["total_ms"] / 1000,
@@ -550,6 +577,7 @@ def speak(page, engine: str, name: str, pid: int | None, args, log=print) -> dic
         "peak_rss_mb": max((p for p in peaks if p is not None), default=None),
         "peak_reset": reset,
         "js_heap_mb": js_heap_mb(page),
+        "stage_memory_mb": stage_memory_mb(page),
         "audio_s": samples / SAMPLE_RATE,
         "rms": (sum(c["sum_squares"] for c in chunks) / max(samples, 1)) ** 0.5,
         "peak": max((c["peak"] for c in chunks), default=0.0),
@@ -710,6 +738,7 @@ def format_tables(result: dict) -> str:
                 base = (res.get(b, {}).get("texts", {}).get(text) or {}).get(key)
                 row += f" {fmt(a / base if a is not None and base else None, f'{width}.2f')}"
             lines.append(row)
+    lines += stage_memory_table(result)
     lines += ["", "what each engine spoke (chunks: phonemes; ids: kokoro_ext's ids for them)"]
     for text in texts:
         for engine in engines:
@@ -743,6 +772,32 @@ def format_tables(result: dict) -> str:
         if r.get("blocked"):
             lines.append(f"{engine}: blocked requests (no network): {', '.join(r['blocked'][:5])}")
     return "\n".join(lines)
+
+
+def stage_memory_table(result: dict) -> list[str]:
+    """Per engine with stages (this project's), MB of each stage's WebAssembly memory when
+    loaded and after each text: where the renderer's memory goes.  [] if none has any."""
+    lines = []
+    for engine in result["engines"]:
+        r = result["results"].get(engine, {})
+        rows = [("loaded", r.get("load_stage_memory_mb"))]
+        rows += [(text, (r.get("texts", {}).get(text) or {}).get("stage_memory_mb"))
+                 for text in result["texts"]]
+        stages = list(dict.fromkeys(name for _, sizes in rows for name in sizes or {}))
+        if not stages:
+            continue
+        width = max(8, *(len(name) for name in stages))
+        lines += ["", f"{engine}: WebAssembly memory of each stage (MB; a memory never shrinks: "
+                      "the stage's high-water mark so far)",
+                  f"{'after':10} " + " ".join(f"{name:>{width}}" for name in stages)
+                  + f" {'total':>8}"]
+        for label, sizes in rows:
+            if sizes is None:
+                continue
+            lines.append(f"{label:10} " + " ".join(fmt(sizes.get(name), f"{width}.1f")
+                                                   for name in stages)
+                         + f" {sum(sizes.values()):8.1f}")
+    return lines
 
 
 def plot(result: dict, path: Path) -> None:
