@@ -82,6 +82,36 @@ def test_wasm_stages_hold_the_native_kernels(wasm_build):
         assert b"kokoro_ext.storage" not in (wasm_build / entry.file).read_bytes(), entry.file
 
 
+# The decoder's Winograd filter cache budget, from its own module in the page (kokoro.js's
+# stage: one tvmjs instance, whose global registry holds the kernels the module linked)
+_CACHE_BUDGET = """async ([base, name]) => {
+  const { loadBuild } = await import(base + "kokoro.js");
+  const { tvm } = await (await loadBuild(base)).stage("decoder");
+  tvm.beginScope();
+  try {
+    return Number(tvm.getGlobalFunc(name)());
+  } finally {
+    tvm.endScope();
+  }
+}"""
+
+
+def test_wasm_decoder_keeps_no_winograd_filter(browser):
+    """In the browser the Winograd filters made from int8 taps are transformed at each
+    call, none kept (winograd.cc's FilterCache: 192 MB natively): a WebAssembly memory
+    never shrinks, so kept filters would stay in the page's memory for good."""
+    from kokoro_ext.run import kernels
+
+    page = browser._new_page(browser._browser)
+    try:
+        page.goto(browser.server.url + artifacts.MANIFEST)
+        page.add_script_tag(url=browser.server.url + "tvmjs.js")
+        budget = page.evaluate(_CACHE_BUDGET, [browser.server.url, kernels.WINOGRAD_CACHE_BUDGET])
+    finally:
+        page.close()
+    assert budget == 0
+
+
 def test_python_refuses_a_wasm_build(wasm_build):
     with pytest.raises(ValueError, match="compiled for wasm32, a browser's CPU"):
         Synthesizer(wasm_build)
