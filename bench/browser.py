@@ -4,6 +4,7 @@ project's wasm build, the same int8 weights, text by text.
     PYTHONPATH=. python bench/browser.py --wasm DIR [--webgpu DIR] [--texts word,hello,...]
                  [--engines kokoro-js,kokoro-js-cores,tvm-wasm] [--only ENGINE=TEXT,...] [--timeout 600]
                  [--warm-up word|none] [--save-audio DIR] [--out bench/results] [--name browser]
+                 [--wasm-env NAME=VALUE ...]
 
 Engines, each on a fresh page (a new browser context: no cache, no Cache Storage, a
 renderer process of its own) of the same Chromium (Debian's, headless, through
@@ -41,6 +42,11 @@ kokoro_ext.tools.browser.Browser), served from 127.0.0.1 with cross-origin isola
   tvm-webgpu  ``--webgpu DIR`` (optional), the same page API: Chromium's WebGPU here is
               SwiftShader on the CPU, so it is reported for correctness, not speed
               (by default it speaks only ``word``: ``--only tvm-webgpu=...``).
+
+``--wasm-env NAME=VALUE`` (repeatable): the tvm engines' stages get these variables as
+their environment (WASI ``environ``, which otherwise holds emscripten's defaults), read by
+the build's kernels as a native process's: e.g. ``KOKORO_EXT_WINOGRAD_CACHE_MB`` on a build
+made before its default changed, without building it again.
 
 Per engine: cold load (the page's import of the engine to ready, every fetch and compile
 in it: kokoro-js's ``from_pretrained``; the build's ``KokoroTTS.load`` then every stage's
@@ -303,6 +309,31 @@ LOAD_TVM = _COUNT_WORKERS + """
     s.onerror = () => fail(new Error("cannot load tvmjs.js"));
     document.head.append(s);
   });
+  if (arg.env?.length) {  // --wasm-env: each stage's environment (its WASI environ)
+    const make = tvmjs.createPolyfillWASI, encoder = new TextEncoder();
+    const strings = arg.env.map((s) => encoder.encode(s + "\0"));
+    tvmjs.createPolyfillWASI = () => {
+      const wasi = make(), start = wasi.start;
+      let memory;
+      wasi.start = (instance) => { memory = instance.exports.memory; return start(instance); };
+      wasi.wasiImport.environ_sizes_get = (count, size) => {
+        const view = new DataView(memory.buffer);
+        view.setUint32(count, strings.length, true);
+        view.setUint32(size, strings.reduce((n, s) => n + s.length, 0), true);
+        return 0;
+      };
+      wasi.wasiImport.environ_get = (pointers, buffer) => {
+        const view = new DataView(memory.buffer), bytes = new Uint8Array(memory.buffer);
+        strings.forEach((s, i) => {
+          view.setUint32(pointers + 4 * i, buffer, true);
+          bytes.set(s, buffer);
+          buffer += s.length;
+        });
+        return 0;
+      };
+      return wasi;
+    };
+  }
   const { KokoroTTS } = await import(arg.base + "tts.js");
   const tts = await KokoroTTS.load(arg.base);
   // every stage now, as from_pretrained does (the build would load each on first use)
@@ -502,7 +533,8 @@ def run_engine(browser, cdp, engine: str, base: str, texts: list[str], args,
     try:
         log(f"{engine}: loading ...")
         loaded = task(page, loader, {"base": base, "model": MODEL_ID, "hf": HF,
-                                     "threads": KOKORO_JS.get(engine)}, args.timeout)
+                                     "threads": KOKORO_JS.get(engine),
+                                     "env": args.wasm_env}, args.timeout)
         result["load_s"] = loaded["load_ms"] / 1000
         result["device"] = loaded["device"]
         log(f"{engine}: loaded in {result['load_s']:.1f} s ({result['device']})")
@@ -636,6 +668,7 @@ def run(args, log=print) -> dict:
         engines[engine] = directory
     result = {"engines": list(engines), "texts": args.texts, "voice": VOICE,
               "repeat": args.repeat, "warm_up": args.warm_up, "timeout_s": args.timeout,
+              "wasm_env": args.wasm_env,
               "load_average_start": os.getloadavg(),
               "text_words": {t: len(TEXTS[t].split()) for t in args.texts},
               "labels": {e: ENGINES[e] for e in engines},
@@ -707,6 +740,8 @@ def format_tables(result: dict) -> str:
     for engine in engines:
         lines.append(f"  {engine:16} {result['labels'][engine]}"
                      + (f": {result['builds'][engine]}" if engine in result["builds"] else ""))
+    if result.get("wasm_env"):
+        lines.append(f"  the tvm engines' stages ran with {' '.join(result['wasm_env'])}")
     lines += ["", f"{'engine':16} {'load s':>8} {'warm-up s':>9} {'cold 1st audio s':>16} "
                   f"{'download MB':>11} {'peak MB':>8} {'workers':>7} {'isolated':>8}  device"]
     for engine in engines:
@@ -836,6 +871,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--wasm", type=Path, help="a --target wasm build (engine tvm-wasm)")
     parser.add_argument("--webgpu", type=Path,
                         help="a --target webgpu build (engine tvm-webgpu: correctness only)")
+    parser.add_argument("--wasm-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the tvm engines' stages, e.g. "
+                             "KOKORO_EXT_WINOGRAD_CACHE_MB=0 (repeatable; their WASI "
+                             "environment: a build's kernels read it as a process's)")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help=f"of {', '.join(ENGINES)} (those without a build: left out)")
     parser.add_argument("--texts", default=",".join(TEXTS), help=f"of {', '.join(TEXTS)}")
@@ -863,6 +902,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         unknown = [v for v in values if v not in known]
         if unknown:
             parser.error(f"unknown {name} {', '.join(unknown)}; known: {', '.join(known)}")
+    bad_env = [v for v in args.wasm_env if "=" not in v or not v.partition("=")[0].isidentifier()]
+    if bad_env:
+        parser.error(f"--wasm-env {bad_env[0]!r}: NAME=VALUE")
     if args.warm_up != "none" and args.warm_up not in TEXTS:
         parser.error(f"--warm-up {args.warm_up}: a text's name ({', '.join(TEXTS)}) or none")
     return args

@@ -26,7 +26,11 @@ def test_arguments():
     args = browser.parse_args(["--wasm", "w", "--texts", "word,hello", "--only", "tvm-wasm=hello"])
     assert args.texts == ["word", "hello"] and args.wasm == Path("w")
     assert args.only == {"tvm-webgpu": ["word"], "tvm-wasm": ["hello"]}
-    bad_arguments = (["--texts", "novel"], ["--only", "tvm-wasm=novel"], ["--warm-up", "novel"])
+    assert args.wasm_env == []
+    env = browser.parse_args(["--wasm-env", "KOKORO_EXT_WINOGRAD_CACHE_MB=0", "--wasm-env", "A=b=c"])
+    assert env.wasm_env == ["KOKORO_EXT_WINOGRAD_CACHE_MB=0", "A=b=c"]
+    bad_arguments = (["--texts", "novel"], ["--only", "tvm-wasm=novel"], ["--warm-up", "novel"],
+                     ["--wasm-env", "NOEQUALS"], ["--wasm-env", "=1"])
     for bad in bad_arguments:
         with pytest.raises(SystemExit):
             browser.parse_args(bad)
