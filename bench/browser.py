@@ -67,8 +67,9 @@ engines, where it goes: each stage's WebAssembly memory (kokoro.js loads each st
 a module and instance of its own, with its own memory: ``memory.buffer.byteLength``)
 once loaded (before the warm-up) and after each text; a memory never shrinks, so each is
 that stage's high-water mark so far (its pages never touched are not in the RSS).  The
-renderer is the process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that spent the most
-CPU time over the load and warm-up; its VmHWM then is the load's and warm-up's peak.
+renderer is the process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that
+spent the most CPU time over the load and warm-up; its VmHWM then is the load's and
+warm-up's peak.
 Download: the sum of the response bodies' Content-Length over every response the
 engine's page received (all from the local server),
 listed per file in the JSON (Python's http.server sends it for every file).

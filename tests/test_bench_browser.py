@@ -27,7 +27,8 @@ def test_arguments():
     assert args.texts == ["word", "hello"] and args.wasm == Path("w")
     assert args.only == {"tvm-webgpu": ["word"], "tvm-wasm": ["hello"]}
     assert args.wasm_env == []
-    env = browser.parse_args(["--wasm-env", "KOKORO_EXT_WINOGRAD_CACHE_MB=0", "--wasm-env", "A=b=c"])
+    env = browser.parse_args(["--wasm-env", "KOKORO_EXT_WINOGRAD_CACHE_MB=0",
+                              "--wasm-env", "A=b=c"])
     assert env.wasm_env == ["KOKORO_EXT_WINOGRAD_CACHE_MB=0", "A=b=c"]
     bad_arguments = (["--texts", "novel"], ["--only", "tvm-wasm=novel"], ["--warm-up", "novel"],
                      ["--wasm-env", "NOEQUALS"], ["--wasm-env", "=1"])
