@@ -4,6 +4,7 @@ project's wasm build, the same int8 weights, text by text.
     PYTHONPATH=. python bench/browser.py --wasm DIR [--webgpu DIR] [--texts word,hello,...]
                  [--engines kokoro-js,kokoro-js-cores,tvm-wasm] [--only ENGINE=TEXT,...] [--timeout 600]
                  [--warm-up word|none] [--save-audio DIR] [--out bench/results] [--name browser]
+                 [--wasm-env NAME=VALUE ...]
 
 Engines, each on a fresh page (a new browser context: no cache, no Cache Storage, a
 renderer process of its own) of the same Chromium (Debian's, headless, through
@@ -42,6 +43,11 @@ kokoro_ext.tools.browser.Browser), served from 127.0.0.1 with cross-origin isola
               SwiftShader on the CPU, so it is reported for correctness, not speed
               (by default it speaks only ``word``: ``--only tvm-webgpu=...``).
 
+``--wasm-env NAME=VALUE`` (repeatable): the tvm engines' stages get these variables as
+their environment (WASI ``environ``, which otherwise holds emscripten's defaults), read by
+the build's kernels as a native process's: e.g. ``KOKORO_EXT_WINOGRAD_CACHE_MB`` on a build
+made before its default changed, without building it again.
+
 Per engine: cold load (the page's import of the engine to ready, every fetch and compile
 in it: kokoro-js's ``from_pretrained``; the build's ``KokoroTTS.load`` then every stage's
 ``build.stage(name)``, which a build would otherwise do on the stage's first use), one
@@ -56,9 +62,14 @@ Memory: the peak RSS of the page's renderer process (VmHWM in /proc, the kernel'
 high-water mark: JS heap, WebAssembly memories, workers' threads of that process
 included), reset (``5`` into /proc/PID/clear_refs) before each text, so that it is what
 speaking that text took on top of the loaded engine; and the main thread's JS heap
-(CDP ``Performance.getMetrics`` JSHeapUsedSize) after each text.  The renderer is the
-process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that spent the most
-CPU time over the load and warm-up; its VmHWM then is the load's and warm-up's peak.
+(CDP ``Performance.getMetrics`` JSHeapUsedSize) after each text.  For this project's
+engines, where it goes: each stage's WebAssembly memory (kokoro.js loads each stage as
+a module and instance of its own, with its own memory: ``memory.buffer.byteLength``)
+once loaded (before the warm-up) and after each text; a memory never shrinks, so each is
+that stage's high-water mark so far (its pages never touched are not in the RSS).  The
+renderer is the process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that
+spent the most CPU time over the load and warm-up; its VmHWM then is the load's and
+warm-up's peak.
 Download: the sum of the response bodies' Content-Length over every response the
 engine's page received (all from the local server), listed per file in the JSON: the
 bytes on the wire, as kokoro_ext.web.server sends both engines' files, gzip-encoded for
@@ -301,6 +312,31 @@ LOAD_TVM = _COUNT_WORKERS + """
     s.onerror = () => fail(new Error("cannot load tvmjs.js"));
     document.head.append(s);
   });
+  if (arg.env?.length) {  // --wasm-env: each stage's environment (its WASI environ)
+    const make = tvmjs.createPolyfillWASI, encoder = new TextEncoder();
+    const strings = arg.env.map((s) => encoder.encode(s + "\0"));
+    tvmjs.createPolyfillWASI = () => {
+      const wasi = make(), start = wasi.start;
+      let memory;
+      wasi.start = (instance) => { memory = instance.exports.memory; return start(instance); };
+      wasi.wasiImport.environ_sizes_get = (count, size) => {
+        const view = new DataView(memory.buffer);
+        view.setUint32(count, strings.length, true);
+        view.setUint32(size, strings.reduce((n, s) => n + s.length, 0), true);
+        return 0;
+      };
+      wasi.wasiImport.environ_get = (pointers, buffer) => {
+        const view = new DataView(memory.buffer), bytes = new Uint8Array(memory.buffer);
+        strings.forEach((s, i) => {
+          view.setUint32(pointers + 4 * i, buffer, true);
+          bytes.set(s, buffer);
+          buffer += s.length;
+        });
+        return 0;
+      };
+      return wasi;
+    };
+  }
   const { KokoroTTS } = await import(arg.base + "tts.js");
   const tts = await KokoroTTS.load(arg.base);
   // every stage now, as from_pretrained does (the build would load each on first use)
@@ -347,6 +383,19 @@ AUDIO = """() => {
     text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
   }
   return btoa(text);
+}"""
+
+#: MB of each loaded stage's WebAssembly memory (kokoro.js: one instance, one memory per
+#: stage; a memory never shrinks, so this is the stage's high-water mark), or null for an
+#: engine without the build's stages (kokoro-js).
+STAGE_MEMORY = """async () => {
+  const build = window.bench?.tts?.build;
+  if (!build?.stages) return null;
+  const sizes = {};
+  for (const [name, stage] of Object.entries(build.stages)) {
+    sizes[name] = (await stage).tvm.memory.memory.buffer.byteLength / 2 ** 20;
+  }
+  return sizes;
 }"""
 
 ENVIRONMENT = """() => ({
@@ -443,6 +492,14 @@ def mb(kb: int | None) -> float | None:
     return None if kb is None else kb / 1024
 
 
+def stage_memory_mb(page) -> dict[str, float] | None:
+    """MB of each stage's WebAssembly memory (STAGE_MEMORY); None for kokoro-js."""
+    try:
+        return page.evaluate(STAGE_MEMORY)
+    except Exception:  # noqa: BLE001 - a figure the bench can do without
+        return None
+
+
 def js_heap_mb(page) -> float | None:
     try:
         session = page.context.new_cdp_session(page)
@@ -480,10 +537,13 @@ def run_engine(browser, cdp, engine: str, base: str, texts: list[str], args,
     try:
         log(f"{engine}: loading ...")
         loaded = task(page, loader, {"base": base, "model": MODEL_ID, "hf": HF,
-                                     "threads": KOKORO_JS.get(engine)}, args.timeout)
+                                     "threads": KOKORO_JS.get(engine),
+                                     "env": args.wasm_env}, args.timeout)
         result["load_s"] = loaded["load_ms"] / 1000
         result["device"] = loaded["device"]
         log(f"{engine}: loaded in {result['load_s']:.1f} s ({result['device']})")
+        result["load_stage_memory_mb"] = stage_memory_mb(page)
+        result["load_js_heap_mb"] = js_heap_mb(page)
         if args.warm_up != "none":
             got = task(page, SPEAK, {"text": TEXTS[args.warm_up], "voice": VOICE}, args.timeout)
             result["warm_up"] = {"text": args.warm_up, "total_s": got["total_ms"] / 1000,
@@ -553,6 +613,7 @@ def speak(page, engine: str, name: str, pid: int | None, args, log=print) -> dic
         "peak_rss_mb": max((p for p in peaks if p is not None), default=None),
         "peak_reset": reset,
         "js_heap_mb": js_heap_mb(page),
+        "stage_memory_mb": stage_memory_mb(page),
         "audio_s": samples / SAMPLE_RATE,
         "rms": (sum(c["sum_squares"] for c in chunks) / max(samples, 1)) ** 0.5,
         "peak": max((c["peak"] for c in chunks), default=0.0),
@@ -611,6 +672,7 @@ def run(args, log=print) -> dict:
         engines[engine] = directory
     result = {"engines": list(engines), "texts": args.texts, "voice": VOICE,
               "repeat": args.repeat, "warm_up": args.warm_up, "timeout_s": args.timeout,
+              "wasm_env": args.wasm_env,
               "load_average_start": os.getloadavg(),
               "text_words": {t: len(TEXTS[t].split()) for t in args.texts},
               "labels": {e: ENGINES[e] for e in engines},
@@ -682,6 +744,8 @@ def format_tables(result: dict) -> str:
     for engine in engines:
         lines.append(f"  {engine:16} {result['labels'][engine]}"
                      + (f": {result['builds'][engine]}" if engine in result["builds"] else ""))
+    if result.get("wasm_env"):
+        lines.append(f"  the tvm engines' stages ran with {' '.join(result['wasm_env'])}")
     lines += ["", f"{'engine':16} {'load s':>8} {'warm-up s':>9} {'cold 1st audio s':>16} "
                   f"{'download MB':>11} {'peak MB':>8} {'workers':>7} {'isolated':>8}  device"]
     for engine in engines:
@@ -713,6 +777,7 @@ def format_tables(result: dict) -> str:
                 base = (res.get(b, {}).get("texts", {}).get(text) or {}).get(key)
                 row += f" {fmt(a / base if a is not None and base else None, f'{width}.2f')}"
             lines.append(row)
+    lines += stage_memory_table(result)
     lines += ["", "what each engine spoke (chunks: phonemes; ids: kokoro_ext's ids for them)"]
     for text in texts:
         for engine in engines:
@@ -747,6 +812,32 @@ def format_tables(result: dict) -> str:
         if r.get("blocked"):
             lines.append(f"{engine}: blocked requests (no network): {', '.join(r['blocked'][:5])}")
     return "\n".join(lines)
+
+
+def stage_memory_table(result: dict) -> list[str]:
+    """Per engine with stages (this project's), MB of each stage's WebAssembly memory when
+    loaded and after each text: where the renderer's memory goes.  [] if none has any."""
+    lines = []
+    for engine in result["engines"]:
+        r = result["results"].get(engine, {})
+        rows = [("loaded", r.get("load_stage_memory_mb"))]
+        rows += [(text, (r.get("texts", {}).get(text) or {}).get("stage_memory_mb"))
+                 for text in result["texts"]]
+        stages = list(dict.fromkeys(name for _, sizes in rows for name in sizes or {}))
+        if not stages:
+            continue
+        width = max(8, *(len(name) for name in stages))
+        lines += ["", f"{engine}: WebAssembly memory of each stage (MB; a memory never shrinks: "
+                      "the stage's high-water mark so far)",
+                  f"{'after':10} " + " ".join(f"{name:>{width}}" for name in stages)
+                  + f" {'total':>8}"]
+        for label, sizes in rows:
+            if sizes is None:
+                continue
+            lines.append(f"{label:10} " + " ".join(fmt(sizes.get(name), f"{width}.1f")
+                                                   for name in stages)
+                         + f" {sum(sizes.values()):8.1f}")
+    return lines
 
 
 def plot(result: dict, path: Path) -> None:
@@ -785,6 +876,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--wasm", type=Path, help="a --target wasm build (engine tvm-wasm)")
     parser.add_argument("--webgpu", type=Path,
                         help="a --target webgpu build (engine tvm-webgpu: correctness only)")
+    parser.add_argument("--wasm-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the tvm engines' stages, e.g. "
+                             "KOKORO_EXT_WINOGRAD_CACHE_MB=0 (repeatable; their WASI "
+                             "environment: a build's kernels read it as a process's)")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help=f"of {', '.join(ENGINES)} (those without a build: left out)")
     parser.add_argument("--texts", default=",".join(TEXTS), help=f"of {', '.join(TEXTS)}")
@@ -812,6 +907,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         unknown = [v for v in values if v not in known]
         if unknown:
             parser.error(f"unknown {name} {', '.join(unknown)}; known: {', '.join(known)}")
+    bad_env = [v for v in args.wasm_env if "=" not in v or not v.partition("=")[0].isidentifier()]
+    if bad_env:
+        parser.error(f"--wasm-env {bad_env[0]!r}: NAME=VALUE")
     if args.warm_up != "none" and args.warm_up not in TEXTS:
         parser.error(f"--warm-up {args.warm_up}: a text's name ({', '.join(TEXTS)}) or none")
     return args

@@ -26,7 +26,12 @@ def test_arguments():
     args = browser.parse_args(["--wasm", "w", "--texts", "word,hello", "--only", "tvm-wasm=hello"])
     assert args.texts == ["word", "hello"] and args.wasm == Path("w")
     assert args.only == {"tvm-webgpu": ["word"], "tvm-wasm": ["hello"]}
-    bad_arguments = (["--texts", "novel"], ["--only", "tvm-wasm=novel"], ["--warm-up", "novel"])
+    assert args.wasm_env == []
+    env = browser.parse_args(["--wasm-env", "KOKORO_EXT_WINOGRAD_CACHE_MB=0",
+                              "--wasm-env", "A=b=c"])
+    assert env.wasm_env == ["KOKORO_EXT_WINOGRAD_CACHE_MB=0", "A=b=c"]
+    bad_arguments = (["--texts", "novel"], ["--only", "tvm-wasm=novel"], ["--warm-up", "novel"],
+                     ["--wasm-env", "NOEQUALS"], ["--wasm-env", "=1"])
     for bad in bad_arguments:
         with pytest.raises(SystemExit):
             browser.parse_args(bad)
@@ -75,7 +80,9 @@ def _result(tmp_path) -> dict:
                                 "texts": {"word": {**cell, "total_s": 1.0}, "hello": cell}},
             "tvm-wasm": {"load_s": 30.0, "device": "wasm", "download_bytes": 340e6,
                          "error": "timed out on hello",
-                         "texts": {"word": {**cell, "total_s": 8.0, "first_audio_s": 3.0},
+                         "load_stage_memory_mb": {"text": 160.0, "decoder": 160.0},
+                         "texts": {"word": {**cell, "total_s": 8.0, "first_audio_s": 3.0,
+                                            "stage_memory_mb": {"text": 1041.1, "decoder": 274.0}},
                                    "hello": {"error": "timed out after 600 s"}}},
         },
     }
@@ -88,6 +95,18 @@ def test_tables_ratios_and_failed_cells(tmp_path):
     assert re.search(r"^word .* 2\.00 +1\.00 +8\.00 +4\.00 +8\.00$", totals[2]), totals[2]
     assert "timed out" in totals[3]
     assert "ids = kokoro_ext's" in table
+
+
+def test_stage_memory_table(tmp_path):
+    """Each stage's WebAssembly memory, loaded and after each text it spoke, for the
+    engines that have stages (not kokoro-js)."""
+    table = browser.format_tables(_result(tmp_path))
+    section = table.split("tvm-wasm: WebAssembly memory of each stage")[1].splitlines()
+    assert re.search(r"^after +text +decoder +total$", section[1]), section[1]
+    assert re.search(r"^loaded +160\.0 +160\.0 +320\.0$", section[2]), section[2]
+    assert re.search(r"^word +1041\.1 +274\.0 +1315\.1$", section[3]), section[3]
+    assert not section[4].startswith("hello")  # its cell failed: no memory to show
+    assert "kokoro-js: WebAssembly memory" not in table
 
 
 def test_chart(tmp_path):

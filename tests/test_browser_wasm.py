@@ -82,6 +82,68 @@ def test_wasm_stages_hold_the_native_kernels(wasm_build):
         assert b"kokoro_ext.storage" not in (wasm_build / entry.file).read_bytes(), entry.file
 
 
+# The decoder's Winograd filter cache budget, from its own module in the page (kokoro.js's
+# stage: one tvmjs instance, whose global registry holds the kernels the module linked)
+_CACHE_BUDGET = """async ([base, name]) => {
+  const { loadBuild } = await import(base + "kokoro.js");
+  const { tvm } = await (await loadBuild(base)).stage("decoder");
+  tvm.beginScope();
+  try {
+    return Number(tvm.getGlobalFunc(name)());
+  } finally {
+    tvm.endScope();
+  }
+}"""
+
+
+def test_wasm_decoder_keeps_no_winograd_filter(browser):
+    """In the browser the Winograd filters made from int8 taps are transformed at each
+    call, none kept (winograd.cc's FilterCache: 192 MB natively): a WebAssembly memory
+    never shrinks, so kept filters would stay in the page's memory for good."""
+    from kokoro_ext.run import kernels
+
+    page = browser._new_page(browser._browser)
+    try:
+        page.goto(browser.server.url + artifacts.MANIFEST)
+        page.add_script_tag(url=browser.server.url + "tvmjs.js")
+        budget = page.evaluate(_CACHE_BUDGET, [browser.server.url, kernels.WINOGRAD_CACHE_BUDGET])
+    finally:
+        page.close()
+    assert budget == 0
+
+
+# Each stage loaded: the largest of tvmjs's call stacks (their JS buffers; each has a
+# block of the stage's memory of the same size), and the largest weight in bytes
+_CALL_STACKS = """async (base) => {
+  const { loadBuild } = await import(base + "kokoro.js");
+  const build = await loadBuild(base);
+  const stacks = {}, weights = {};
+  for (const [name, entry] of Object.entries(build.manifest.stages)) {
+    const { tvm } = await build.stage(name);
+    stacks[name] = Math.max(0, ...tvm.lib.recycledCallStacks.map((s) => s.buffer.byteLength));
+    weights[name] = Math.max(0, ...entry.weights.tensors.map(([shape, dtype]) =>
+      ({ int8: 1, int64: 8 }[dtype] ?? 4) * shape.reduce((a, b) => a * b, 1)));
+  }
+  return { stacks, weights };
+}"""
+
+
+def test_wasm_weights_go_straight_into_the_stage_memory(browser):
+    """kokoro.js writes a wasm stage's weights into its memory itself: tvmjs's
+    copyFromRawBytes would pass each through its call stack, whose JS buffer and block of
+    the stage's memory grow to twice the largest copy and stay (the real decoder: 20 MB of
+    each for its 10 MB upsampling weight)."""
+    page = browser._new_page(browser._browser)
+    try:
+        page.goto(browser.server.url + artifacts.MANIFEST)
+        page.add_script_tag(url=browser.server.url + "tvmjs.js")
+        got = page.evaluate(_CALL_STACKS, browser.server.url)
+    finally:
+        page.close()
+    assert max(got["weights"].values()) > 64 << 10, got  # weights a stack would have grown to
+    assert all(size <= 4 << 10 for size in got["stacks"].values()), got
+
+
 def test_python_refuses_a_wasm_build(wasm_build):
     with pytest.raises(ValueError, match="compiled for wasm32, a browser's CPU"):
         Synthesizer(wasm_build)

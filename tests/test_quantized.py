@@ -164,11 +164,25 @@ q = np.ones((8, 7, 64, 8), np.int8); s = np.full(64, 0.01, np.float32)
 x = np.ones((1, 64, 200), np.float32); b = np.zeros(64, np.float32); y = np.empty((1, 64, 200), np.float32)
 for _ in range(3):
     f(kernels.CONV1D_WINOGRAD_Q8_IF_PAYS)(tvm_ffi.Shape([3, 1]), *[tvm_ffi.from_dlpack(a) for a in (x, q, s, b, y)])
-print(tuple(f(kernels.WINOGRAD_CACHE_STATS)()))
+print(tuple(f(kernels.WINOGRAD_CACHE_STATS)()), f(kernels.WINOGRAD_CACHE_BUDGET)())
 """
     env = dict(os.environ, KOKORO_EXT_WINOGRAD_CACHE_MB="0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "(0, 0)"
+    assert out.stdout.strip() == "(0, 0) 0"
+
+
+def test_the_winograd_cache_keeps_192_mb_natively_by_default():
+    """Natively the cache's default budget is 192 MB (a browser's build keeps none:
+    tests/test_browser_wasm.py)."""
+    code = """
+import tvm_ffi
+from kokoro_ext.run import kernels, native
+native.load()
+print(tvm_ffi.get_global_func(kernels.WINOGRAD_CACHE_BUDGET)())
+"""
+    env = {k: v for k, v in os.environ.items() if k != "KOKORO_EXT_WINOGRAD_CACHE_MB"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert int(out.stdout) == 192 << 20
 
 
 def test_wrong_dtypes_are_named():

@@ -461,12 +461,25 @@ void Conv1dWinogradIfPays(tvm::ffi::Shape options, tvm::ffi::TensorView x,
 }
 
 /*!
+ * \brief KOKORO_EXT_WINOGRAD_CACHE_MB's default.  In a browser (emscripten) none: a
+ *  WebAssembly memory never shrinks, so the kept filters (about 95 MB for Kokoro-82M's
+ *  generator) would stay in the page's memory for good, on top of the int8 taps they are
+ *  made from; there the transform at each call measured no slower on a sentence.
+ */
+#ifdef __EMSCRIPTEN__
+constexpr size_t kDefaultCacheMB = 0;
+#else
+constexpr size_t kDefaultCacheMB = 192;
+#endif
+
+/*!
  * \brief Winograd filters transformed from int8 taps, kept for the filters a process uses
  *  again.  A filter is transformed into scratch on its first use and kept from its second
  *  on, so a process that speaks once (the say command) holds none of them and one that
  *  keeps speaking (a server) stops paying the transform, about a tenth of a short text's
- *  time.  At most KOKORO_EXT_WINOGRAD_CACHE_MB (default 192; Kokoro-82M's generator
- *  needs about 100) are kept, the least recently used going first; 0 keeps none.
+ *  time.  At most KOKORO_EXT_WINOGRAD_CACHE_MB (default kDefaultCacheMB: 192 natively,
+ *  Kokoro-82M's generator needs about 100; 0 in a browser) are kept, the least recently
+ *  used going first; 0 keeps none.
  *
  *  A filter is known by its address, shape and scales: the weights are memory-mapped for
  *  the life of their Synthesizer, and another mapping at the same address would hold
@@ -510,6 +523,12 @@ class FilterCache {
     return gw;
   }
 
+  /*! \brief The most bytes kept. */
+  int64_t Budget() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(budget_);
+  }
+
   /*! \brief (bytes kept, filters kept). */
   std::pair<int64_t, int64_t> Stats() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -532,7 +551,7 @@ class FilterCache {
 
   FilterCache() {
     const char* mb = std::getenv("KOKORO_EXT_WINOGRAD_CACHE_MB");
-    budget_ = (mb != nullptr ? std::strtoull(mb, nullptr, 10) : 192) << 20;
+    budget_ = (mb != nullptr ? std::strtoull(mb, nullptr, 10) : kDefaultCacheMB) << 20;
   }
 
   void Drop(std::map<Key, Entry>::iterator it) {
@@ -595,6 +614,7 @@ TVM_FFI_STATIC_INIT_BLOCK() {
              const auto [bytes, filters] = FilterCache::Global().Stats();
              return tvm::ffi::Shape({bytes, filters});
            })
+      .def("kokoro_ext.winograd_cache_budget", []() { return FilterCache::Global().Budget(); })
       .def("kokoro_ext.winograd_cache_clear", []() { FilterCache::Global().Clear(); });
 }
 

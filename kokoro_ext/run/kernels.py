@@ -43,6 +43,7 @@ WINOGRAD_FILTER = "kokoro_ext.winograd_filter"
 WINOGRAD_FILTER_SHAPE = "kokoro_ext.winograd_filter_shape"
 WINOGRAD_PAYS = "kokoro_ext.winograd_pays"
 WINOGRAD_CACHE_STATS = "kokoro_ext.winograd_cache_stats"
+WINOGRAD_CACHE_BUDGET = "kokoro_ext.winograd_cache_budget"
 WINOGRAD_CACHE_CLEAR = "kokoro_ext.winograd_cache_clear"
 # lstm.cc (kokoro_ext.build.frontend.lstm); its int8-weight form and quantizers
 # (kokoro_ext.build.passes.quantize)

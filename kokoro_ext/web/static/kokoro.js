@@ -25,6 +25,7 @@
 // them) stay int8 there: the kernels dequantize them as they read them.
 
 const DTYPES = { float32: Float32Array, int32: Int32Array, int64: BigInt64Array, int8: Int8Array };
+const CPU_DEVICE = 1;  // the host device: DLPack's kDLCPU
 
 /** float32 of each float16 bit pattern (all exact). */
 let HALF;
@@ -253,6 +254,24 @@ async function instantiateShared(bytes, spec, threads, log) {
   return { tvm, workers };
 }
 
+/** `tensor` (of `tvm`) with `bytes` as its contents.  A CPU tensor's go straight into the
+ * stage's memory: tvmjs's copyFromRawBytes passes them through its call stack, a JS
+ * buffer and a block of the stage's memory that grow to twice the largest copy and are
+ * kept for good (the decoder's 10 MB upsampling weight left 20 MB of each). */
+function copyIn(tvm, tensor, bytes) {
+  if (tensor.device.deviceType !== CPU_DEVICE || !tensor.getCPUDataAddress) {
+    return tensor.copyFromRawBytes(bytes);
+  }
+  if (bytes.byteLength !== tensor.numStorageBytes()) {
+    throw new Error(`${bytes.byteLength} bytes for a tensor of ${tensor.numStorageBytes()}`);
+  }
+  new Uint8Array(tvm.memory.memory.buffer, tensor.getCPUDataAddress(), bytes.byteLength).set(bytes);
+  return tensor;
+}
+
+/** A typed array's bytes, without a copy. */
+const bytesOf = (array) => new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+
 class Stage {
   constructor(tvm, device, vm, main, weights, entry, workers = []) {
     Object.assign(this, { tvm, device, vm, main, weights, entry, workers });
@@ -278,15 +297,10 @@ class Stage {
         if (dtype === "int64" && input.data instanceof Int32Array) {
           input = { ...input, data: BigInt64Array.from(input.data, (v) => BigInt(v)) };
         }
-        if (dtype === "int64" && input.data instanceof BigInt64Array) {  // tvmjs: as bytes
-          const { buffer, byteOffset, byteLength } = input.data;
-          return tvm.empty(input.shape, dtype, device)
-            .copyFromRawBytes(new Uint8Array(buffer, byteOffset, byteLength));
-        }
         if (!(input.data instanceof DTYPES[dtype])) {
           throw new Error(`input ${name} must be a ${DTYPES[dtype].name}`);
         }
-        return tvm.empty(input.shape, dtype, device).copyFrom(input.data);
+        return copyIn(tvm, tvm.empty(input.shape, dtype, device), bytesOf(input.data));
       });
       let result = this.main(...args, ...this.weights);
       const outputs = [];
@@ -377,8 +391,7 @@ export class Build {
       // of its own (tvmjs's copyFrom makes one)
       const arrays = entry.weights.tensors.map((spec, i) => {
         const tensor = tvm.detachFromCurrentScope(tvm.empty(spec[0], spec[1], device));
-        const array = decodeWeight(weights, spec, i, entry.weights.file);
-        return tensor.copyFromRawBytes(new Uint8Array(array.buffer, array.byteOffset, array.byteLength));
+        return copyIn(tvm, tensor, bytesOf(decodeWeight(weights, spec, i, entry.weights.file)));
       });
       await device.sync();
       return new Stage(tvm, device, vm, main, arrays, entry, workers);
