@@ -312,33 +312,9 @@ LOAD_TVM = _COUNT_WORKERS + """
     s.onerror = () => fail(new Error("cannot load tvmjs.js"));
     document.head.append(s);
   });
-  if (arg.env?.length) {  // --wasm-env: each stage's environment (its WASI environ)
-    const make = tvmjs.createPolyfillWASI, encoder = new TextEncoder();
-    const strings = arg.env.map((s) => encoder.encode(s + "\0"));
-    tvmjs.createPolyfillWASI = () => {
-      const wasi = make(), start = wasi.start;
-      let memory;
-      wasi.start = (instance) => { memory = instance.exports.memory; return start(instance); };
-      wasi.wasiImport.environ_sizes_get = (count, size) => {
-        const view = new DataView(memory.buffer);
-        view.setUint32(count, strings.length, true);
-        view.setUint32(size, strings.reduce((n, s) => n + s.length, 0), true);
-        return 0;
-      };
-      wasi.wasiImport.environ_get = (pointers, buffer) => {
-        const view = new DataView(memory.buffer), bytes = new Uint8Array(memory.buffer);
-        strings.forEach((s, i) => {
-          view.setUint32(pointers + 4 * i, buffer, true);
-          bytes.set(s, buffer);
-          buffer += s.length;
-        });
-        return 0;
-      };
-      return wasi;
-    };
-  }
   const { KokoroTTS } = await import(arg.base + "tts.js");
-  const tts = await KokoroTTS.load(arg.base);
+  // --wasm-env: each wasm stage's environment (its WASI environ)
+  const tts = await KokoroTTS.load(arg.base, { env: arg.env ?? [] });
   // every stage now, as from_pretrained does (the build would load each on first use)
   for (const name of Object.keys(tts.build.manifest.stages)) await tts.build.stage(name);
   const ms = performance.now() - t0;

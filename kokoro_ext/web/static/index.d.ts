@@ -86,6 +86,8 @@ export interface LoadOptions {
   /** The most threads a wasm build's stages run on (default: navigator.hardwareConcurrency;
    * one where the page is not cross-origin isolated). */
   threads?: number;
+  /** A wasm build's stages' environment ("NAME=VALUE"): a kernel's setting to try. */
+  env?: string[];
 }
 
 export interface WorkerOptions {

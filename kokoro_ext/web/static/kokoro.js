@@ -150,10 +150,11 @@ function wasmThreads(requested) {
 }
 
 /** WASI for a stage on imported memory (tvmjs's polyfill reads an exported one): what
- * TVM's web runtime calls, its output to `log`. */
-function wasi(memory, log) {
+ * TVM's web runtime calls, its output to `log`, its environment `env` ("NAME=VALUE"). */
+function wasi(memory, log, env = []) {
   const view = () => new DataView(memory.buffer);
-  const decoder = new TextDecoder();
+  const decoder = new TextDecoder(), encoder = new TextEncoder();
+  const strings = env.map((s) => encoder.encode(`${s}\0`));
   let line = "";
   return {
     fd_write(fd, iovs, count, written) {
@@ -177,11 +178,19 @@ function wasi(memory, log) {
       return 0;
     },
     environ_sizes_get(count, size) {
-      view().setUint32(count, 0, true);
-      view().setUint32(size, 0, true);
+      view().setUint32(count, strings.length, true);
+      view().setUint32(size, strings.reduce((n, s) => n + s.length, 0), true);
       return 0;
     },
-    environ_get: () => 0,
+    environ_get(pointers, buffer) {
+      const v = view(), bytes = new Uint8Array(memory.buffer);
+      strings.forEach((s, i) => {
+        v.setUint32(pointers + 4 * i, buffer, true);
+        bytes.set(s, buffer);
+        buffer += s.length;
+      });
+      return 0;
+    },
     fd_close: () => 0,
     fd_read: () => 8, // EBADF: a stage reads no file
     fd_seek: () => 8,
@@ -223,7 +232,7 @@ async function startThreads(module, memory, exports, count, log) {
 
 /** tvmjs's instance of a stage linked with shared, imported memory (`spec`: its pages,
  * from the manifest), and its threads: `threads - 1` workers besides the caller. */
-async function instantiateShared(bytes, spec, threads, log) {
+async function instantiateShared(bytes, spec, threads, log, env) {
   const memory = new WebAssembly.Memory({ initial: spec.initial_pages, maximum: spec.maximum_pages, shared: true });
   let exports;
   const provider = {
@@ -238,7 +247,7 @@ async function instantiateShared(bytes, spec, threads, log) {
           throw new Error("the stage exited");
         },
       },
-      wasi_snapshot_preview1: wasi(memory, log),
+      wasi_snapshot_preview1: wasi(memory, log, env),
     },
     start: (instance) => {
       exports = instance.exports;
@@ -338,8 +347,8 @@ function createVirtualMachine(tvm, device) {
 }
 
 export class Build {
-  constructor(base, manifest, gpu, log, threads = 1) {
-    Object.assign(this, { base, manifest, gpu, log, stages: {}, gpuErrors: [] });
+  constructor(base, manifest, gpu, log, threads = 1, env = []) {
+    Object.assign(this, { base, manifest, gpu, log, env, stages: {}, gpuErrors: [] });
     // the threads each wasm stage may run on (1 for a webgpu build)
     this.threads = gpu ? 1 : wasmThreads(threads);
     this.device = deviceOf(manifest);  // "webgpu" or "wasm" (gpu null)
@@ -377,7 +386,7 @@ export class Build {
     );
     const memory = this.manifest.requires?.wasm_memory;
     const { tvm, workers } = memory?.shared
-      ? await instantiateShared(new Uint8Array(wasm), memory, this.threads, this.log)
+      ? await instantiateShared(new Uint8Array(wasm), memory, this.threads, this.log, this.env)
       : { tvm: await tvmjs.instantiate(new Uint8Array(wasm), tvmjs.createPolyfillWASI(), this.log), workers: [] };
     if (this.gpu) tvm.initWebGPU(this.gpu.device);
     const device = this.gpu ? tvm.webgpu() : tvm.cpu();
@@ -415,8 +424,9 @@ export class Build {
  * array of such folders this browser runs (a webgpu build needs WebGPU; a wasm build
  * runs anywhere); an Error with every candidate's reason if none.  `threads`: the most
  * threads a wasm build's stages run on (default: the cores; one where the page is not
- * cross-origin isolated). */
-export async function loadBuild(base, { log = () => {}, threads } = {}) {
+ * cross-origin isolated); `env`: a wasm build's stages' environment ("NAME=VALUE", e.g.
+ * a kernel's setting: docs/kernels.md). */
+export async function loadBuild(base, { log = () => {}, threads, env = [] } = {}) {
   wasmThreads(threads);  // refuses a bad count before any candidate is tried
   const skipped = [];
   for (const candidate of Array.isArray(base) ? base : [base]) {
@@ -425,7 +435,7 @@ export async function loadBuild(base, { log = () => {}, threads } = {}) {
       const manifest = await fetchManifest(url);
       if (deviceOf(manifest) === "wasm") checkWasm(manifest);
       const gpu = deviceOf(manifest) === "webgpu" ? await gpuDevice(manifest) : null;
-      const build = new Build(url, manifest, gpu, log, threads);
+      const build = new Build(url, manifest, gpu, log, threads, env);
       build.skipped = skipped;
       return build;
     } catch (error) {

@@ -171,14 +171,15 @@ export class KokoroTTS {
    * {words, groups} is the front end (default: text.js's).  `worker: true`: the synthesis
    * in a Web Worker (worker.js), behind the same methods (a KokoroWorker); `tvmjs` is the
    * URL of tvmjs.js it loads (default: the one beside this module, else a build's).
-   * `threads`: the most threads a wasm build's stages run on (kokoro.js's loadBuild).
+   * `threads`, `env`: the most threads a wasm build's stages run on, their environment
+   * (kokoro.js's loadBuild).
    */
-  static async load(base = "./", { log = () => {}, phonemize = textPhonemize, worker = false, tvmjs, threads } = {}) {
+  static async load(base = "./", { log = () => {}, phonemize = textPhonemize, worker = false, tvmjs, threads, env } = {}) {
     if (worker) {
       if (phonemize !== textPhonemize) throw new Error("a worker runs text.js's front end: no phonemize option");
       return KokoroWorker.start(base, { tvmjs, threads });
     }
-    const build = await loadBuild(base, { log, threads }); // a list: the first build that runs here
+    const build = await loadBuild(base, { log, threads, env }); // a list: the first build that runs here
     const response = await fetch(new URL("config.json", build.base));
     if (!response.ok) throw new Error(`config.json: HTTP ${response.status}`);
     return new KokoroTTS(build, await response.json(), phonemize);
