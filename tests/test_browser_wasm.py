@@ -197,7 +197,8 @@ _THREADS = """async () => {
 def test_wasm_stages_run_on_threads_as_on_one(browser, cpu_trace):
     """Three threads asked for, in a cross-origin isolated page (as StaticServer and
     ``python -m kokoro_ext.web`` serve it): each stage's pool holds two workers beside the
-    caller, and the stages compute what they compute on one thread."""
+    caller, and the stages compute what they compute on one thread; none asked for: a
+    thread a core."""
     from kokoro_ext.tools.browser import browser_stages
 
     synth, _, _, trace = cpu_trace
@@ -211,6 +212,12 @@ def test_wasm_stages_run_on_threads_as_on_one(browser, cpu_trace):
             got = tab.page.evaluate(_THREADS)
         assert got["isolated"] and got["build"] == threads
         assert got["threads"] == {name: [threads, threads] for name in manifest.stages}
+    # the default: a thread a core
+    with browser.tab(browser.directory) as tab:
+        got = tab.page.evaluate(_THREADS)
+        cores = tab.page.evaluate("() => navigator.hardwareConcurrency")
+    assert got["build"] == cores
+    assert got["threads"] == {name: [cores, cores] for name in manifest.stages}
     for stage, named in outputs[3].items():
         for name, value in named.items():
             one = outputs[1][stage][name]

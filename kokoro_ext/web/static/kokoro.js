@@ -347,9 +347,9 @@ function createVirtualMachine(tvm, device) {
 }
 
 export class Build {
-  constructor(base, manifest, gpu, log, threads = 1, env = []) {
+  constructor(base, manifest, gpu, log, threads, env = []) {
     Object.assign(this, { base, manifest, gpu, log, env, stages: {}, gpuErrors: [] });
-    // the threads each wasm stage may run on (1 for a webgpu build)
+    // the threads each wasm stage may run on (1 for a webgpu build; undefined: the cores)
     this.threads = gpu ? 1 : wasmThreads(threads);
     this.device = deviceOf(manifest);  // "webgpu" or "wasm" (gpu null)
     this.skipped = [];  // [{base, reason}]: the candidates loadBuild passed over
