@@ -338,11 +338,10 @@ class Stage {
  * until a wasm32 instance's 2 GB (or the GPU's memory) runs out. */
 function createVirtualMachine(tvm, device) {
   const NAIVE_ALLOCATOR = 1;  // tvmjs's VMAllocatorKind, not exported
-  const CPU = 1;  // the host device: DLPack's kDLCPU
   const vm = tvm.systemLib().getFunction("vm_load_executable")();
   const int = (v) => new tvmjs.Scalar(v, "int");
   vm.getFunction("vm_initialization")(int(device.deviceType), int(device.deviceId),
-    int(NAIVE_ALLOCATOR), int(CPU), int(0), int(NAIVE_ALLOCATOR));
+    int(NAIVE_ALLOCATOR), int(CPU_DEVICE), int(0), int(NAIVE_ALLOCATOR));
   return vm;
 }
 
