@@ -431,10 +431,46 @@ function applyStress(ps, stress) {
   return ps;
 }
 
-// Lexicon.grow_dictionary's entries looked up rather than built (g2p.py's _GrownDictionary)
-class Grown {
-  constructor(entries) { this.entries = entries; }
-  own(word) { return Object.hasOwn(this.entries, word) ? this.entries[word] : undefined; }
+// Lexicon.grow_dictionary's entries looked up rather than built (g2p.py's _GrownDictionary).
+// The parsed JSON is not kept: its 180k small strings and hash tables are most of the
+// page's JS heap (en-us: 24 MB; held as below, 6.5 MB; tests/test_web_lexicon.py measures
+// both).  Held instead: the keys sorted (UTF-16 code units, as `<`) in one flat string,
+// the values in another, each with a Uint32Array of offsets, and the few values that are
+// not strings (misaki's {POS: phonemes}) in a Map; own() is a binary search.  Array.join
+// makes flat strings (`+=` would make ropes of 180k pieces).  Exported for that test.
+export class Grown {
+  constructor(entries) {
+    const keys = Object.keys(entries).sort(), values = [];
+    this.others = new Map();
+    this.keyEnds = new Uint32Array(keys.length + 1);
+    this.valueEnds = new Uint32Array(keys.length + 1);
+    keys.forEach((key, i) => {
+      const value = entries[key], string = typeof value === "string";
+      if (string) values.push(value); else this.others.set(i, value);
+      this.keyEnds[i + 1] = this.keyEnds[i] + key.length;
+      this.valueEnds[i + 1] = this.valueEnds[i] + (string ? value.length : 0);
+    });
+    this.keys = keys.join("");
+    this.values = values.join("");
+  }
+  // key i against word: <0, 0, >0 as key < word, ===, > (no substring made)
+  compare(i, word) {
+    const start = this.keyEnds[i], length = this.keyEnds[i + 1] - start, n = Math.min(length, word.length);
+    for (let j = 0; j < n; j++) {
+      const d = this.keys.charCodeAt(start + j) - word.charCodeAt(j);
+      if (d !== 0) return d;
+    }
+    return length - word.length;
+  }
+  own(word) {
+    let lo = 0, hi = this.keyEnds.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1, d = this.compare(mid, word);
+      if (d === 0) return this.others.has(mid) ? this.others.get(mid) : this.values.slice(this.valueEnds[mid], this.valueEnds[mid + 1]);
+      if (d < 0) lo = mid + 1; else hi = mid;
+    }
+    return undefined;
+  }
   get(word) {
     let value = this.own(word);
     if (value !== undefined) return value;
