@@ -37,6 +37,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include <unistd.h>  // sbrk
+
 namespace {
 
 // a ticket: generation (16 bits) | tasks (8 bits) | next task (8 bits)
@@ -82,6 +84,21 @@ void RunTasks(uint32_t generation) {
   }
 }
 
+// The heap's bytes in use and the most since the last reset, counted under the heap's
+// lock: what a stage's allocations need at once, against the memory the heap has grown
+// to (kx_heap).
+size_t heap_in_use = 0, heap_peak = 0;
+
+/*! \brief The bytes of p's dlmalloc chunk: its size word, the one before p, less the
+ *  flag bits (malloc_usable_size is a weak alias of the allocator's own). */
+size_t ChunkBytes(void* p) { return reinterpret_cast<const size_t*>(p)[-1] & ~size_t{7}; }
+
+void* Counted(void* p) {
+  if (p != nullptr) heap_in_use += ChunkBytes(p);
+  heap_peak = std::max(heap_peak, heap_in_use);
+  return p;
+}
+
 }  // namespace
 
 extern "C" {
@@ -96,31 +113,37 @@ void* __real_memalign(size_t, size_t);
 
 void* __wrap_malloc(size_t n) {
   HeapLock lock;
-  return __real_malloc(n);
+  return Counted(__real_malloc(n));
 }
 void __wrap_free(void* p) {
   HeapLock lock;
+  if (p != nullptr) heap_in_use -= ChunkBytes(p);
   __real_free(p);
 }
 void* __wrap_calloc(size_t n, size_t size) {
   HeapLock lock;
-  return __real_calloc(n, size);
+  return Counted(__real_calloc(n, size));
 }
 void* __wrap_realloc(void* p, size_t n) {
   HeapLock lock;
-  return __real_realloc(p, n);
+  const size_t before = p != nullptr ? ChunkBytes(p) : 0;
+  void* q = __real_realloc(p, n);
+  if (q != nullptr || n == 0) heap_in_use -= before;
+  return Counted(q);
 }
 int __wrap_posix_memalign(void** p, size_t align, size_t n) {
   HeapLock lock;
-  return __real_posix_memalign(p, align, n);
+  const int error = __real_posix_memalign(p, align, n);
+  if (error == 0) Counted(*p);
+  return error;
 }
 void* __wrap_aligned_alloc(size_t align, size_t n) {
   HeapLock lock;
-  return __real_aligned_alloc(align, n);
+  return Counted(__real_aligned_alloc(align, n));
 }
 void* __wrap_memalign(size_t align, size_t n) {
   HeapLock lock;
-  return __real_memalign(align, n);
+  return Counted(__real_memalign(align, n));
 }
 
 int __wrap_TVMBackendParallelLaunch(FTVMParallelLambda lambda, void* cdata, int num_task) {
@@ -196,6 +219,14 @@ __attribute__((export_name("kx_worker"))) void kx_worker() {
     seen = ticket;
     RunTasks(Generation(ticket));
   }
+}
+
+/*! \brief The heap's bytes: 0 in use, 1 the most in use since the last reset, 2 its top
+ *  (how far it has grown into the memory), 3 resets the most to those in use now. */
+__attribute__((export_name("kx_heap"))) uint32_t kx_heap(int what) {
+  HeapLock lock;
+  if (what == 3) heap_peak = heap_in_use;
+  return what == 0 ? heap_in_use : what == 2 ? reinterpret_cast<uintptr_t>(sbrk(0)) : heap_peak;
 }
 
 /*! \brief A worker trapped: the launch waiting for it fails instead of spinning. */
