@@ -700,31 +700,31 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   // The kernels parallelize around BLAS calls themselves.
   scipy_openblas_set_num_threads(1);
   namespace refl = tvm::ffi::reflection;
-  refl::GlobalDef().def("kokoro_ext.conv1d", Conv1d)
-      .def("kokoro_ext.conv1d_taps", Conv1dTapsPacked)
+  refl::GlobalDef().def("kokoro_ext.conv1d", Scoped<Conv1d>)
+      .def("kokoro_ext.conv1d_taps", Scoped<Conv1dTapsPacked>)
       .def("kokoro_ext.taps_filter_shape",
            [](int64_t C_out, int64_t C_in, int64_t K) {
              return tvm::ffi::Shape(PackedTapsShape(C_out, C_in, K));
            })
-      .def("kokoro_ext.taps_filter", TapsFilter)
-      .def("kokoro_ext.taps_filter_q8", TapsFilterQ8)
+      .def("kokoro_ext.taps_filter", Scoped<TapsFilter>)
+      .def("kokoro_ext.taps_filter_q8", Scoped<TapsFilterQ8>)
       .def("kokoro_ext.taps_filter_q8_quads_shape",
            [](int64_t C_out, int64_t C_in, int64_t K) {
              return tvm::ffi::Shape(TapsQuadsShape(C_out, C_in, K));
            })
-      .def("kokoro_ext.taps_filter_q8_quads", TapsFilterQ8Quads)
-      .def("kokoro_ext.conv1d_taps_q8", Conv1dTapsQ8)
-      .def("kokoro_ext.conv1d_taps_q8_bf16", Conv1dTapsQ8Bf16)
-      .def("kokoro_ext.conv1d_taps_q8_int8", Conv1dTapsQ8Int8)
-      .def("kokoro_ext.columns_q8", ColumnsQ8)
-      .def("kokoro_ext.addmm_q8", AddmmQ8)
+      .def("kokoro_ext.taps_filter_q8_quads", Scoped<TapsFilterQ8Quads>)
+      .def("kokoro_ext.conv1d_taps_q8", Scoped<Conv1dTapsQ8>)
+      .def("kokoro_ext.conv1d_taps_q8_bf16", Scoped<Conv1dTapsQ8Bf16>)
+      .def("kokoro_ext.conv1d_taps_q8_int8", Scoped<Conv1dTapsQ8Int8>)
+      .def("kokoro_ext.columns_q8", Scoped<ColumnsQ8>)
+      .def("kokoro_ext.addmm_q8", Scoped<AddmmQ8>)
       .def("kokoro_ext.columns_q8_quads_shape",
            [](int64_t K, int64_t N) { return tvm::ffi::Shape(QuadColumnsShape(K, N)); })
-      .def("kokoro_ext.columns_q8_quads", ColumnsQ8Quads)
-      .def("kokoro_ext.addmm_q8_int8", AddmmQ8Int8)
-      .def("kokoro_ext.conv1d_transpose", Conv1dTranspose)
-      .def("kokoro_ext.addmm", Addmm)
-      .def("kokoro_ext.bmm", Bmm);
+      .def("kokoro_ext.columns_q8_quads", Scoped<ColumnsQ8Quads>)
+      .def("kokoro_ext.addmm_q8_int8", Scoped<AddmmQ8Int8>)
+      .def("kokoro_ext.conv1d_transpose", Scoped<Conv1dTranspose>)
+      .def("kokoro_ext.addmm", Scoped<Addmm>)
+      .def("kokoro_ext.bmm", Scoped<Bmm>);
 }
 
 }  // namespace kokoro_ext

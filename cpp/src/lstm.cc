@@ -542,10 +542,10 @@ TVM_FFI_STATIC_INIT_BLOCK() {
   scipy_openblas_set_num_threads(1);
   namespace refl = tvm::ffi::reflection;
   refl::GlobalDef()
-      .def(kName, Lstm)
-      .def(kNameQ8, LstmQ8)
-      .def("kokoro_ext.lstm_weights_q8", LstmWeightsQ8)
-      .def("kokoro_ext.lstm_recurrent_q8", LstmRecurrentQ8);
+      .def(kName, Scoped<Lstm>)
+      .def(kNameQ8, Scoped<LstmQ8>)
+      .def("kokoro_ext.lstm_weights_q8", Scoped<LstmWeightsQ8>)
+      .def("kokoro_ext.lstm_recurrent_q8", Scoped<LstmRecurrentQ8>);
 }
 
 }  // namespace kokoro_ext

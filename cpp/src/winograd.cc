@@ -605,10 +605,10 @@ TVM_FFI_STATIC_INIT_BLOCK() {
            [](int64_t C_out, int64_t C_in, int64_t K) {
              return tvm::ffi::Shape(FilterShape(C_out, C_in, K));
            })
-      .def("kokoro_ext.winograd_filter", WinogradFilter)
-      .def("kokoro_ext.conv1d_winograd", Conv1dWinogradPacked)
-      .def("kokoro_ext.conv1d_winograd_if_pays", Conv1dWinogradIfPays)
-      .def("kokoro_ext.conv1d_winograd_q8_if_pays", Conv1dWinogradQ8IfPays)
+      .def("kokoro_ext.winograd_filter", Scoped<WinogradFilter>)
+      .def("kokoro_ext.conv1d_winograd", Scoped<Conv1dWinogradPacked>)
+      .def("kokoro_ext.conv1d_winograd_if_pays", Scoped<Conv1dWinogradIfPays>)
+      .def("kokoro_ext.conv1d_winograd_q8_if_pays", Scoped<Conv1dWinogradQ8IfPays>)
       .def("kokoro_ext.winograd_cache_stats",
            []() {
              const auto [bytes, filters] = FilterCache::Global().Stats();

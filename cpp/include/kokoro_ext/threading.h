@@ -22,6 +22,7 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace kokoro_ext {
@@ -31,6 +32,58 @@ inline int MaxThreads() {
   static const auto num_threads = tvm::ffi::Function::GetGlobal("runtime.NumThreads");
   return num_threads ? std::max(1, (*num_threads)().cast<int>()) : 1;
 }
+
+namespace detail {
+/*! \brief This thread's workspaces that hold memory (ReleaseWorkspaces). */
+inline thread_local std::vector<std::vector<float>*> held_workspaces;
+}  // namespace detail
+
+/*!
+ * \brief A per-thread scratch buffer of at least n floats.  Contents are unspecified, so a
+ *  buffer too small is replaced, not grown by a copy.  Natively it is kept between calls:
+ *  fresh allocations of this size are mmapped and page-faulted in on every call, which
+ *  costs as much as a small convolution.  In a WebAssembly memory, which never shrinks,
+ *  a kept buffer would be memory no later kernel could use: there it is given back when
+ *  the kernel call returns (Scoped) or a worker's task ends (ParallelFor), and the next
+ *  allocation reuses the pages, already touched, that the heap keeps.
+ */
+template <int kSlot>
+float* Workspace(size_t n) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < n) {
+#ifdef __EMSCRIPTEN__
+    if (buffer.capacity() == 0) detail::held_workspaces.push_back(&buffer);
+#endif
+    std::vector<float>().swap(buffer);
+    buffer.resize(n);
+  }
+  return buffer.data();
+}
+
+/*! \brief Frees this thread's workspaces in a WebAssembly build; nothing natively. */
+inline void ReleaseWorkspaces() {
+#ifdef __EMSCRIPTEN__
+  for (std::vector<float>* buffer : detail::held_workspaces) std::vector<float>().swap(*buffer);
+  detail::held_workspaces.clear();
+#endif
+}
+
+template <auto F, typename Signature = decltype(F)>
+struct ScopedCall;
+template <auto F, typename R, typename... Args>
+struct ScopedCall<F, R (*)(Args...)> {
+  static R Call(Args... args) {
+    struct Release {
+      ~Release() { ReleaseWorkspaces(); }
+    } release;
+    return F(std::forward<Args>(args)...);
+  }
+};
+
+/*! \brief Kernel F as registered: its calling thread's workspaces freed when it returns
+ *  (ReleaseWorkspaces). */
+template <auto F>
+constexpr auto Scoped = &ScopedCall<F>::Call;
 
 /*!
  * \brief body(i) for i in [0, n), items handed out one at a time to the threads of TVM's
@@ -44,10 +97,13 @@ void ParallelFor(int64_t n, F&& body, bool parallel = true) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
+  // a thread's own address: the launching thread's workspaces outlive the launch
+  static thread_local const char self = 0;
   struct Job {
     Job(int64_t n, F* body) : n(n), body(body) {}
     const int64_t n;
     F* const body;
+    const char* const launcher = &self;
     std::atomic<int64_t> next{0};
     std::mutex mutex;
     std::exception_ptr error;
@@ -61,6 +117,7 @@ void ParallelFor(int64_t n, F&& body, bool parallel = true) {
       if (!job.error) job.error = std::current_exception();
       job.next = job.n;
     }
+    if (&self != job.launcher) ReleaseWorkspaces();  // a worker's task: none outlive it
     return 0;
   };
   TVMBackendParallelLaunch(run, &job, static_cast<int>(tasks));
@@ -102,18 +159,6 @@ inline int64_t RoundsOfColumns(int64_t n, int64_t width, int64_t multiple) {
   tiles = (tiles + threads - 1) / threads * threads;
   const int64_t narrower = (n + tiles - 1) / tiles;
   return std::max(multiple, (narrower + multiple - 1) / multiple * multiple);
-}
-
-/*!
- * \brief A per-thread scratch buffer of at least n floats, kept between calls.  Fresh
- *  allocations of this size are mmapped and page-faulted in on every call, which costs
- *  as much as a small convolution.  Contents are unspecified.
- */
-template <int kSlot>
-float* Workspace(size_t n) {
-  thread_local std::vector<float> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
 }
 
 }  // namespace kokoro_ext
