@@ -18,7 +18,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from kokoro_ext.build.backend.gpu import pipeline as gpu_pipeline
-from kokoro_ext.build.passes.memory import exact_dynamic_sizes, pooled_storage
+from kokoro_ext.build.passes.memory import call_sized_storage, exact_dynamic_sizes, pooled_storage
 from kokoro_ext.build.backend.cpu.pipeline import finalize_passes, get_default_pipeline
 from kokoro_ext.run import kernels, native
 from kokoro_ext.run.runner import StageRunner
@@ -161,6 +161,50 @@ def test_storage_the_length_sizes_is_planned_for_the_calls_batch():
 def test_exact_sizes_run_right_before_the_planner(finalize):
     names = [p.info.name for p in finalize()]
     assert names[names.index("StaticPlanBlockMemory") - 1] == "kokoro_ext.ExactDynamicSizes", names
+
+
+def test_call_sized_storage_plans_no_storage_at_the_bounds():
+    """In a WebAssembly memory: (m, 8) with m <= 4 is planned at the call's m, as the
+    unbounded (b, 4, n) is, not once at 4 * 8 floats."""
+
+    @I.ir_module
+    class Before:
+        @R.function(pure=False)
+        def main(y: R.Tensor(("m",), "float32")):
+            R.func_attr({"tir_var_upper_bound": {"m": 4}})
+            m = T.int64()
+            c = R.builtin.alloc_tensor(R.shape([m, 8]), R.dtype("float32"), R.prim_value(0))
+            _ = R.call_packed("fill", y, c, ty_args=(R.Tuple,))
+            out = R.builtin.alloc_tensor(R.shape([m, 8]), R.dtype("float32"), R.prim_value(0))
+            _1 = R.call_packed("copy", c, out, ty_args=(R.Tuple,))
+            return out
+
+    def storage_bytes(mod):
+        alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
+        (binding,) = [b for b in mod["main"].body.blocks[0].bindings
+                      if b.value.op.same_as(alloc_storage)]
+        return binding.value.args[0].values[0]
+
+    (m,) = Before["main"].params[0].ty.shape.values
+    plan = relax.transform.StaticPlanBlockMemory()
+    assert int(storage_bytes(plan(exact_dynamic_sizes(Before)))) == 4 * 8 * 4  # static
+    sized = call_sized_storage(Before)
+    assert "tir_var_upper_bound" not in sized["main"].attrs
+    assert tvm.sym.analyzer.Analyzer().can_prove_equal(storage_bytes(plan(sized)), 32 * m)
+
+
+def test_a_browser_build_plans_every_storage_for_the_call(monkeypatch):
+    """The wasm target's pipeline: the VM's allocator and call-sized storage."""
+    import kokoro_ext.build.backend.cpu.pipeline as cpu_pipeline
+    from kokoro_ext.build.backend.browser import WASM
+
+    names = [p.info.name for p in finalize_passes(LLVM, native_storage=False, bounded_storage=False)]
+    assert names[names.index("StaticPlanBlockMemory") - 1] == "kokoro_ext.CallSizedStorage", names
+    asked = []
+    real = cpu_pipeline.finalize_passes
+    monkeypatch.setattr(cpu_pipeline, "finalize_passes", lambda *a: asked.append(a[1:]) or real(*a))
+    WASM.pipeline(cpu_pipeline.PipelineOptions())(tvm.IRModule())
+    assert asked == [(False, False)], asked
 
 
 def test_freed_buffer_serves_the_next_request_it_fits(pool):

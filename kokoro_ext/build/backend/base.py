@@ -41,6 +41,10 @@ class PipelineOptions:
     #: Whether the storage comes from the native pool (``pooled_storage``) or the VM's
     #: own allocator.
     native_storage: bool = True
+    #: Whether tensors of bounded dimensions alone get one storage planned at the bounds
+    #: (natively a buffer's untouched pages cost nothing) or every storage is sized by
+    #: the call (kokoro_ext.build.passes.memory.call_sized_storage: a WebAssembly memory).
+    bounded_storage: bool = True
     #: Rewrite strided transposed convolutions by phases first, as the GPU pipeline does
     #: (kokoro_ext.build.passes.polyphase): for a GPU build's weight transform, which this
     #: pipeline compiles for the build machine and which must lift what the GPU's lifts.

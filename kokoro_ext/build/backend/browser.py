@@ -137,8 +137,9 @@ class WasmTarget(InBrowser, BuildTarget):
         return WASM if dict(target) == dict(WASM.target) else None
 
     def pipeline(self, options: PipelineOptions) -> tvm.transform.Pass:
-        # the VM's own storage: no native pool in a browser
-        options = dataclasses.replace(options, native_storage=False)
+        # the VM's own storage, each sized by the call: no native pool in a browser, and
+        # its memory never shrinks
+        options = dataclasses.replace(options, native_storage=False, bounded_storage=False)
         return get_default_pipeline(tvm.target.Target(dict(self.target)), options)
 
 

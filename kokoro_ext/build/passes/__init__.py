@@ -5,14 +5,15 @@
   schedule   InlineElementwise, VectorizeReduction, ParallelizeSpatial, schedule_in_turn
   quantize   quantize_weights: kernels on weights stored as int8 -> their int8 forms
   memory     exact_dynamic_sizes: storage sized by the length planned for the call's
-             batch, not the batch bound; pooled_storage: host storage allocations
-             -> the native pool
+             batch, not the batch bound; call_sized_storage: every storage sized by
+             the call (WebAssembly); pooled_storage: host storage allocations -> the
+             native pool
   polyphase  polyphase_conv_transpose: strided transposed convolutions -> their phases'
              stride-1 convolution (GPU builds)
 """
 
 from .dispatch import DispatchNativeKernels
-from .memory import exact_dynamic_sizes, pooled_storage
+from .memory import call_sized_storage, exact_dynamic_sizes, pooled_storage
 from .polyphase import polyphase_conv_transpose
 from .quantize import quantize_weights
 from .schedule import (
@@ -28,6 +29,7 @@ __all__ = [
     "InlineElementwise",
     "ParallelizeSpatial",
     "VectorizeReduction",
+    "call_sized_storage",
     "exact_dynamic_sizes",
     "length_bounds",
     "pack_taps",

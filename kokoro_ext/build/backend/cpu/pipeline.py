@@ -21,7 +21,8 @@ runs them in order.  This is the one place that decides which passes run and whe
   dataflow_lower_passes  cpu_generic's.
   finalize_passes  cpu_generic's, with ``exact_dynamic_sizes`` right before
       ``StaticPlanBlockMemory`` (storage the length sizes is planned for the call's batch,
-      not the batch bound) and ``pooled_storage`` right after ``LowerRuntimeBuiltin`` has
+      not the batch bound; ``call_sized_storage`` in a WebAssembly memory: every storage
+      sized by the call) and ``pooled_storage`` right after ``LowerRuntimeBuiltin`` has
       made the planned storage allocations VM calls (kokoro_ext.build.passes.memory).
 
 Without ``native_dense`` and ``native_storage`` (and with the "tir" LSTM), a stage calls
@@ -42,6 +43,7 @@ from kokoro_ext.build.passes import (
     InlineElementwise,
     ParallelizeSpatial,
     VectorizeReduction,
+    call_sized_storage,
     exact_dynamic_sizes,
     polyphase_conv_transpose,
     pooled_storage,
@@ -98,21 +100,23 @@ def dataflow_lower_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]
 
 
 def finalize_passes(
-    target: tvm.target.Target, native_storage: bool = True
+    target: tvm.target.Target, native_storage: bool = True, bounded_storage: bool = True
 ) -> list[tvm.transform.Pass]:
-    """cpu_generic's, with ``exact_dynamic_sizes`` before the memory planning, and the
-    host storage allocations sent to the native pool once LowerRuntimeBuiltin has made
-    them VM calls (with ``native_storage``)."""
+    """cpu_generic's, with ``exact_dynamic_sizes`` (``call_sized_storage`` without
+    ``bounded_storage``) before the memory planning, and the host storage allocations
+    sent to the native pool once LowerRuntimeBuiltin has made them VM calls (with
+    ``native_storage``)."""
+    sizes = exact_dynamic_sizes if bounded_storage else call_sized_storage
     passes = []
     for p in cpu_generic.finalize_passes(target):
         if p.info.name == "StaticPlanBlockMemory":
-            passes.append(exact_dynamic_sizes)
+            passes.append(sizes)
         passes.append(p)
         if native_storage and p.info.name == "LowerRuntimeBuiltin":
             passes.append(pooled_storage)
-    if exact_dynamic_sizes not in passes:
+    if sizes not in passes:
         raise RuntimeError("cpu_generic.finalize_passes has no StaticPlanBlockMemory: "
-                           "kokoro_ext.build.passes.memory.exact_dynamic_sizes has nowhere "
+                           f"kokoro_ext.build.passes.memory.{sizes.info.name} has nowhere "
                            "to run")
     if native_storage and pooled_storage not in passes:
         raise RuntimeError("cpu_generic.finalize_passes has no LowerRuntimeBuiltin: "
@@ -138,7 +142,7 @@ def get_default_pipeline(
                 )
                 + legalize_passes(target, options.transform_only)
                 + dataflow_lower_passes(target)
-                + finalize_passes(target, options.native_storage)
+                + finalize_passes(target, options.native_storage, options.bounded_storage)
             )
             return seq(mod)
 
