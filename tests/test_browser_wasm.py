@@ -226,6 +226,48 @@ def test_wasm_stages_run_on_threads_as_on_one(browser, cpu_trace):
             np.testing.assert_allclose(value, one, rtol=0, atol=1e-6 * np.max(np.abs(one)))
 
 
+# Each stage's heap (cpp/web/threads.cc kx_heap): bytes in use, and the most in use
+# since the last reset (which "reset" does)
+_HEAP = """async (reset) => {
+  const heap = {};
+  for (const name of Object.keys(window.kokoroBuild.manifest.stages)) {
+    const { kx_heap } = (await window.kokoroBuild.stage(name)).tvm.exports;
+    heap[name] = [kx_heap(0), kx_heap(1)];
+    if (reset) kx_heap(3);
+  }
+  return heap;
+}"""
+
+
+def test_wasm_stage_calls_leave_no_scratch_memory(browser, cpu_trace):
+    """The kernels' scratch buffers (threading.h Workspace) are given back when a kernel
+    call returns, on the caller and on the workers, and the stages' storage is sized by
+    the call (call_sized_storage): a WebAssembly memory never shrinks.  After a call a
+    stage's heap holds what it held before and the outputs (the LSTM's scratch kept, the
+    prosody stage held 240 KB more), and the text stage's call needs megabytes, not the
+    attention planned at the token and batch bounds (124 MB in this small config)."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = cpu_trace
+    stages = ("text", "prosody", "source")
+    with browser.tab(browser.directory, threads=2) as tab:
+        run = browser_stages(tab, artifacts.read_manifest(browser.directory))
+        loaded = tab.page.evaluate(_HEAP, True)
+        outputs = {}
+        for stage in stages:
+            got = run(stage)(**_stage_inputs(trace, synth, stage))
+            outputs[stage] = sum(np.asarray(v).nbytes for v in got.values())
+        after = tab.page.evaluate(_HEAP, False)
+    for stage in stages:
+        held, during = loaded[stage][0], after[stage][1] - loaded[stage][0]
+        assert during > 256 << 10, (stage, loaded[stage], after[stage])
+        # what a first call leaves beside the outputs (the VM's frames, function lookups:
+        # 140 KB for the prosody stage) may stay
+        kept = after[stage][0] - held - outputs[stage]
+        assert kept <= 192 << 10, (stage, loaded[stage], after[stage], outputs[stage])
+    assert after["text"][1] - loaded["text"][0] < 16 << 20, (loaded["text"], after["text"])
+
+
 def test_page_not_isolated_runs_on_one_thread(browser, cpu_trace):
     """A host without cross-origin isolation (no SharedArrayBuffer for workers): four
     threads asked for, the stages run on the page's thread alone, and still compute."""
