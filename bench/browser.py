@@ -66,8 +66,10 @@ speaking that text took on top of the loaded engine; and the main thread's JS he
 engines, where it goes: each stage's WebAssembly memory (kokoro.js loads each stage as
 a module and instance of its own, with its own memory: ``memory.buffer.byteLength``)
 once loaded (before the warm-up) and after each text; a memory never shrinks, so each is
-that stage's high-water mark so far (its pages never touched are not in the RSS).  The
-renderer is the process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that
+that stage's high-water mark so far (its pages never touched are not in the RSS); and the
+most of each stage's heap in use at once while speaking the text (``kx_heap``: what its
+weights, tensors and kernels' scratch took, against what they made the memory grow to).
+The renderer is the process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that
 spent the most CPU time over the load and warm-up; its VmHWM then is the load's and
 warm-up's peak.
 Download: the sum of the response bodies' Content-Length over every response the
@@ -374,6 +376,21 @@ STAGE_MEMORY = """async () => {
   return sizes;
 }"""
 
+# The most each wasm stage's heap held at once since the last call (cpp/web/threads.cc
+# kx_heap: its allocations, against the memory they made it grow to), reset as it reads.
+STAGE_HEAP = """async () => {
+  const build = window.bench?.tts?.build;
+  if (!build?.stages) return null;
+  const most = {};
+  for (const [name, stage] of Object.entries(build.stages)) {
+    const kx_heap = (await stage).tvm.exports.kx_heap;
+    if (!kx_heap) return null;
+    most[name] = kx_heap(1) / 2 ** 20;
+    kx_heap(3);
+  }
+  return most;
+}"""
+
 ENVIRONMENT = """() => ({
   crossOriginIsolated: self.crossOriginIsolated,
   hardwareConcurrency: navigator.hardwareConcurrency,
@@ -476,6 +493,14 @@ def stage_memory_mb(page) -> dict[str, float] | None:
         return None
 
 
+def stage_heap_mb(page) -> dict[str, float] | None:
+    """MB of each wasm stage's heap in use at most since the last call (STAGE_HEAP)."""
+    try:
+        return page.evaluate(STAGE_HEAP)
+    except Exception:  # noqa: BLE001 - a figure the bench can do without
+        return None
+
+
 def js_heap_mb(page) -> float | None:
     try:
         session = page.context.new_cdp_session(page)
@@ -568,6 +593,7 @@ def speak(page, engine: str, name: str, pid: int | None, args, log=print) -> dic
     """One text, ``args.repeat`` times: medians, the last run's chunks and audio."""
     runs = []
     peaks = []
+    stage_heap_mb(page)  # from here
     for _ in range(args.repeat):
         reset = reset_peak(pid) if pid else False
         try:
@@ -590,6 +616,7 @@ def speak(page, engine: str, name: str, pid: int | None, args, log=print) -> dic
         "peak_reset": reset,
         "js_heap_mb": js_heap_mb(page),
         "stage_memory_mb": stage_memory_mb(page),
+        "stage_heap_mb": stage_heap_mb(page),
         "audio_s": samples / SAMPLE_RATE,
         "rms": (sum(c["sum_squares"] for c in chunks) / max(samples, 1)) ** 0.5,
         "peak": max((c["peak"] for c in chunks), default=0.0),
@@ -813,6 +840,14 @@ def stage_memory_table(result: dict) -> list[str]:
             lines.append(f"{label:10} " + " ".join(fmt(sizes.get(name), f"{width}.1f")
                                                    for name in stages)
                          + f" {sum(sizes.values()):8.1f}")
+        heaps = [(text, (r.get("texts", {}).get(text) or {}).get("stage_heap_mb"))
+                 for text in result["texts"]]
+        if any(most for _, most in heaps):
+            lines += ["", f"{engine}: the most of each stage's heap in use at once speaking the "
+                          "text (MB; weights, tensors, the kernels' scratch)",
+                      f"{'text':10} " + " ".join(f"{name:>{width}}" for name in stages)]
+            lines += [f"{label:10} " + " ".join(fmt(most.get(name), f"{width}.1f") for name in stages)
+                      for label, most in heaps if most]
     return lines
 
 

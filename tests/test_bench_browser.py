@@ -82,7 +82,8 @@ def _result(tmp_path) -> dict:
                          "error": "timed out on hello",
                          "load_stage_memory_mb": {"text": 160.0, "decoder": 160.0},
                          "texts": {"word": {**cell, "total_s": 8.0, "first_audio_s": 3.0,
-                                            "stage_memory_mb": {"text": 1041.1, "decoder": 274.0}},
+                                            "stage_memory_mb": {"text": 1041.1, "decoder": 274.0},
+                                            "stage_heap_mb": {"text": 30.5, "decoder": 212.25}},
                                    "hello": {"error": "timed out after 600 s"}}},
         },
     }
@@ -107,6 +108,10 @@ def test_stage_memory_table(tmp_path):
     assert re.search(r"^word +1041\.1 +274\.0 +1315\.1$", section[3]), section[3]
     assert not section[4].startswith("hello")  # its cell failed: no memory to show
     assert "kokoro-js: WebAssembly memory" not in table
+    heap = table.split("tvm-wasm: the most of each stage's heap in use")[1].splitlines()
+    assert re.search(r"^text +text +decoder$", heap[1]), heap[1]
+    assert re.search(r"^word +30\.5 +212\.2$", heap[2]), heap[2]
+    assert len(heap) == 3 or not heap[3].startswith("hello")
 
 
 def test_chart(tmp_path):
