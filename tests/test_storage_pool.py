@@ -126,6 +126,14 @@ def test_bounds_of_static_storage_stay():
     tvm.ir.assert_structural_equal(exact_dynamic_sizes(Before), Before)
 
 
+def _storage_bytes(mod):
+    """The size of ``main``'s one storage, as planned."""
+    alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
+    (binding,) = [b for b in mod["main"].body.blocks[0].bindings
+                  if b.value.op.same_as(alloc_storage)]
+    return binding.value.args[0].values[0]
+
+
 def test_storage_the_length_sizes_is_planned_for_the_calls_batch():
     @I.ir_module
     class Before:
@@ -139,17 +147,11 @@ def test_storage_the_length_sizes_is_planned_for_the_calls_batch():
             _1 = R.call_packed("copy", a, out, ty_args=(R.Tuple,))
             return out
 
-    def storage_bytes(mod):
-        alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
-        (binding,) = [b for b in mod["main"].body.blocks[0].bindings
-                      if b.value.op.same_as(alloc_storage)]
-        return binding.value.args[0].values[0]
-
     b, n = Before["main"].params[0].ty.shape.values
     plan = relax.transform.StaticPlanBlockMemory()
     # TVM's planner alone: every dimension at its bound, 16 * 4 * n floats
-    tvm.ir.assert_structural_equal(storage_bytes(plan(Before)), 256 * n)
-    exact = storage_bytes(plan(exact_dynamic_sizes(Before)))
+    tvm.ir.assert_structural_equal(_storage_bytes(plan(Before)), 256 * n)
+    exact = _storage_bytes(plan(exact_dynamic_sizes(Before)))
     assert tvm.sym.analyzer.Analyzer().can_prove_equal(exact, 16 * b * n), exact
 
 
@@ -179,18 +181,12 @@ def test_call_sized_storage_plans_no_storage_at_the_bounds():
             _1 = R.call_packed("copy", c, out, ty_args=(R.Tuple,))
             return out
 
-    def storage_bytes(mod):
-        alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
-        (binding,) = [b for b in mod["main"].body.blocks[0].bindings
-                      if b.value.op.same_as(alloc_storage)]
-        return binding.value.args[0].values[0]
-
     (m,) = Before["main"].params[0].ty.shape.values
     plan = relax.transform.StaticPlanBlockMemory()
-    assert int(storage_bytes(plan(exact_dynamic_sizes(Before)))) == 4 * 8 * 4  # static
+    assert int(_storage_bytes(plan(exact_dynamic_sizes(Before)))) == 4 * 8 * 4  # static
     sized = call_sized_storage(Before)
     assert "tir_var_upper_bound" not in sized["main"].attrs
-    assert tvm.sym.analyzer.Analyzer().can_prove_equal(storage_bytes(plan(sized)), 32 * m)
+    assert tvm.sym.analyzer.Analyzer().can_prove_equal(_storage_bytes(plan(sized)), 32 * m)
 
 
 def test_a_browser_build_plans_every_storage_for_the_call(monkeypatch):

@@ -122,6 +122,11 @@ def exact_dynamic_sizes(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> t
         kept = {str(k): v for k, v in bounds.items() if str(k) not in mixed}
         updates[gv] = (func.with_attr(_UPPER_BOUND, kept) if kept
                        else func.without_attr(_UPPER_BOUND))
+    return _replaced(mod, updates)
+
+
+def _replaced(mod: tvm.IRModule, updates: dict) -> tvm.IRModule:
+    """``mod`` with the functions ``updates`` gives (itself where there are none)."""
     if not updates:
         return mod
     mod = mod.clone()
@@ -147,9 +152,4 @@ def call_sized_storage(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) -> tv
         if isinstance(func, relax.Function) and func.attrs is not None
         and func.attrs.get(_UPPER_BOUND)
     }
-    if not updates:
-        return mod
-    mod = mod.clone()
-    for gv, func in updates.items():
-        mod[gv] = func
-    return mod
+    return _replaced(mod, updates)
