@@ -243,9 +243,9 @@ def test_wasm_stage_calls_leave_no_scratch_memory(browser, cpu_trace):
     """The kernels' scratch buffers (threading.h Workspace) are given back when a kernel
     call returns, on the caller and on the workers, and the stages' storage is sized by
     the call (call_sized_storage): a WebAssembly memory never shrinks.  After a call a
-    stage's heap holds what it held before and the outputs (the LSTM's scratch kept, the
-    prosody stage held 240 KB more), and the text stage's call needs megabytes, not the
-    attention planned at the token and batch bounds (124 MB in this small config)."""
+    stage's heap holds what it held before and the outputs (with the LSTM's scratch kept,
+    the prosody stage holds 240 KB more), and the text stage's call needs megabytes, not
+    the attention planned at the token and batch bounds (124 MB in this small config)."""
     from kokoro_ext.tools.browser import browser_stages
 
     synth, _, _, trace = cpu_trace
