@@ -125,6 +125,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 import zipfile
 from pathlib import Path
 
@@ -963,6 +964,7 @@ def steps_check(synth, inputs: dict, repeat: int) -> dict:
     against the host path given philox_normal's.  Nothing for a build without them."""
     import numpy as np
 
+    from kokoro_ext.run import cuda
     from kokoro_ext.run.alignment import align
     from kokoro_ext.run.noise import philox_bits, philox_normal, source_noise
     from kokoro_ext.run.pipeline import durations, synthesize_ids, voice_style
@@ -974,6 +976,9 @@ def steps_check(synth, inputs: dict, repeat: int) -> dict:
         return {"skipped": "no device steps (not a CUDA build with a steps module)"}
     steps, transfers = resident
 
+    def host(tensor) -> np.ndarray:  # the steps' outputs are on the GPU
+        return to_numpy(cuda.to_host(tensor))
+
     def median(fn) -> float:
         seconds = []
         for _ in range(max(repeat, 3)):
@@ -983,7 +988,7 @@ def steps_check(synth, inputs: dict, repeat: int) -> dict:
         return statistics.median(seconds)
 
     def synced(fn):  # a device step, timed to its result on the host
-        return lambda: to_numpy(fn())
+        return lambda: host(fn())
 
     geometry, rng = synth.geometry, np.random.default_rng(0)
     tokens, channels = 510, 640
@@ -993,21 +998,21 @@ def steps_check(synth, inputs: dict, repeat: int) -> dict:
     up_predicted = transfers.up(predicted)
     on_device, ends = steps.durations(up_predicted, 1.0)
     counts = durations(predicted[0], 1.0)
-    report["durations_exact"] = bool(np.array_equal(to_numpy(on_device), counts))
+    report["durations_exact"] = bool(np.array_equal(host(on_device), counts))
     frames = int(counts.sum())
     token_of_frame = steps.frame_tokens(ends, frames)
     values = rng.standard_normal((channels, tokens)).astype(np.float32)
     want = align(values, counts, frames)
     up_first, up_last = transfers.up(values.T[None]), transfers.up(values[None])
     report["align_exact"] = bool(np.array_equal(
-        to_numpy(steps.align(up_last, token_of_frame, "check"))[0], want))  # fmt: skip
+        host(steps.align(up_last, token_of_frame, "check"))[0], want))  # fmt: skip
     report["align_tokens_first_exact"] = bool(np.array_equal(
-        to_numpy(steps.align(up_first, token_of_frame, "check", tokens_first=True))[0], want))  # fmt: skip
+        host(steps.align(up_first, token_of_frame, "check", tokens_first=True))[0], want))  # fmt: skip
     samples = geometry.samples_per_frame * frames
     words = samples * geometry.harmonics
     report["philox_bits_exact"] = bool(np.array_equal(
-        to_numpy(steps.philox_bits(7, words)), philox_bits(7, words)[:words]))  # fmt: skip
-    got = to_numpy(steps.noise(7, samples, geometry.harmonics))
+        host(steps.philox_bits(7, words)), philox_bits(7, words)[:words]))  # fmt: skip
+    got = host(steps.noise(7, samples, geometry.harmonics))
     reference = philox_normal(7, samples, geometry.harmonics)
     report["noise"] = {"shape": list(got.shape), "max_abs_difference": float(np.abs(got - reference).max()),
                        "exactly_equal_fraction": float(np.mean(got == reference))}  # fmt: skip
@@ -1242,7 +1247,8 @@ def speak_quality(synths: dict, model, directory: Path, device: str, out: Path,
 
 
 def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int = 0,
-        parts: list[Path] | None = None, audio: Path | None = None) -> dict:
+        parts: list[Path] | None = None, audio: Path | None = None,
+        only: list[str] | None = None) -> dict:
     """The checks of the module doc on the bundle ``directory``; with ``parts`` (the
     real model's weights, prepare --real-weights) the quality sets spoken first, their
     audio into ``audio`` (default: ``out``'s folder)."""
@@ -1269,43 +1275,67 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
         print(f"GPU: {name} ({arch}); torch {torch.__version__}")
     model = make_weights(directory, seed, parts)
     # each refuses a machine it cannot run on
-    synths = {b.name: Synthesizer(b) for b in sorted((directory / BUILDS).iterdir()) if b.is_dir()}
+    found = sorted(b for b in (directory / BUILDS).iterdir() if b.is_dir())
+    if only and (unknown := set(only) - {b.name for b in found}):
+        raise SystemExit(f"no build {sorted(unknown)} in {directory / BUILDS}: "
+                         f"it holds {[b.name for b in found]}")  # fmt: skip
+    synths = {b.name: Synthesizer(b) for b in found if not only or b.name in only}
     report["builds"] = {name: {"target": dict(synth.manifest.target)}
                         for name, synth in synths.items()}  # fmt: skip
+    def save():
+        if out is not None:  # after every section: a later one may run out of time
+            out.write_text(json.dumps(report, indent=1, default=str))
+
+    def attempt(label: str, into: dict, key: str, fn) -> None:
+        """``into[key] = fn()``, or its error as a record: one failing check leaves the
+        others to run in the call."""
+        try:
+            into[key] = fn()
+        except Exception as e:  # noqa: BLE001 - recorded in the report and printed
+            traceback.print_exc()
+            print(f"-- {label} failed: {type(e).__name__}: {e}")
+            into[key] = {"error": f"{type(e).__name__}: {e}"}
+        save()
+
     if parts:
         report["weights_source"] = next(iter(synths.values())).manifest.weights.to_json()
         where = audio or (out.parent if out is not None else Path.cwd())
-        report["quality"] = speak_quality(synths, model, directory, device, where,
-                                          first=1 if dry_run else None)  # fmt: skip
-        if out is not None:  # kept should a later step run out of time
-            out.write_text(json.dumps(report, indent=1, default=str))
+        attempt("quality", report, "quality", lambda: speak_quality(
+            synths, model, directory, device, where, first=1 if dry_run else None))
     inputs = json.loads((directory / "inputs.json").read_text())
     if dry_run:
         inputs = dict(list(inputs.items())[:1])
     phonemes = inputs[next(iter(inputs))][0]
     longest = max((c for chunks in inputs.values() for c in chunks), key=len)
-    for name, synth in synths.items():
-        entry = report["builds"][name]
+
+    def fidelity(name: str, synth) -> dict:
         # every stage against PyTorch float32 on the same device, and the waveform's SNR:
         # judged with TF32 off (the float32 bound is for float32 products); PyTorch's
         # default (cuDNN's convolutions may use TF32) reported beside it
-        entry["fidelity"] = {}
+        modes = {}
         for mode, tf32 in (("tf32_off", False), ("torch_default", None)):
             with _tf32(torch, tf32):
                 results = validate(synth, phonemes, seed=0, device=device, model=model)
             passed, rule = verdict(synth.manifest.weight_dtype, results, synth.manifest.precision)
-            print(f"-- {name}: fidelity, PyTorch {mode}", format_table(results), rule, sep="\n")
-            entry["fidelity"][mode] = {"stages": [r.__dict__ for r in results],
-                                       "passed": passed, "rule": rule}  # fmt: skip
-        entry["convolutions"] = convolution_check(synth, model, longest, device, repeat)
-        entry["device_steps"] = steps_check(synth, inputs, repeat)
-    report["warm"] = warm_times(synths, model, inputs, repeat, device)
+            print(f"-- {name}: fidelity, PyTorch {mode}",
+                  format_table(results), rule, sep="\n")  # fmt: skip
+            modes[mode] = {"stages": [r.__dict__ for r in results], "passed": passed,
+                           "rule": rule}  # fmt: skip
+        return modes
+
     for name, synth in synths.items():
-        report["builds"][name]["memory"] = memory_soak(
-            synth, inputs, device, requests=12 if dry_run else 200, checkpoint=4 if dry_run else 10
-        )
-    if out is not None:
-        out.write_text(json.dumps(report, indent=1, default=str))
+        entry = report["builds"][name]
+        attempt(f"{name} fidelity", entry, "fidelity", lambda: fidelity(name, synth))
+        attempt(f"{name} convolutions", entry, "convolutions",
+                lambda: convolution_check(synth, model, longest, device, repeat))
+        attempt(f"{name} device steps", entry, "device_steps",
+                lambda: steps_check(synth, inputs, repeat))
+    attempt("warm times", report, "warm",
+            lambda: warm_times(synths, model, inputs, repeat, device))
+    for name, synth in synths.items():
+        attempt(f"{name} memory", report["builds"][name], "memory", lambda: memory_soak(
+            synth, inputs, device, requests=12 if dry_run else 200,
+            checkpoint=4 if dry_run else 10))
     return report
 
 
@@ -1445,6 +1475,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="random: drawn from --seed; real: read from --parts")
     r.add_argument("--parts", type=Path, nargs="+", default=[],
                    help="the real weights' parts: part-N.npz files or folders of them")
+    r.add_argument("--build", action="append", default=[],
+                   help="only this build of the bundle (repeatable; default: all of them)")
     r.add_argument("--audio", type=Path, help="where the quality sets' audio goes "
                    "(default: --out's folder)")  # fmt: skip
     s = sub.add_parser("score", help="here: the word error rate of the audio a real-weights run gave")
@@ -1465,7 +1497,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "run":
         if (args.weights == "real") != bool(args.parts):
             parser.error("--weights real takes --parts, and --parts only --weights real")
-        run(args.bundle, args.repeat, args.out, args.dry_run, args.seed, args.parts or None, args.audio)
+        run(args.bundle, args.repeat, args.out, args.dry_run, args.seed, args.parts or None,
+            args.audio, args.build or None)
     else:
         score(args.directory, args.results, args.out)
     return 0

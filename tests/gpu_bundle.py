@@ -32,8 +32,9 @@ def torch_only_path(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     site = Path(torch.__file__).resolve().parents[1]
     for entry in site.iterdir():
-        if entry.name.lower().startswith(_TORCH_AND_NUMPY):
-            (folder / entry.name).symlink_to(entry)
+        link = folder / entry.name
+        if entry.name.lower().startswith(_TORCH_AND_NUMPY) and not link.is_symlink():
+            link.symlink_to(entry)  # a second run in the same scratch keeps the first's
     return folder
 
 

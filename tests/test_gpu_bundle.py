@@ -66,14 +66,20 @@ def test_bundle_dry_run_without_tvm_kokoro_or_transformers(build_dir, tmp_path):
     assert not list((bundle / gpu.BUILDS).rglob("*.weights"))  # made there, from the seed
     assert (bundle / "kokoro" / "model.py").is_file() and (bundle / "kokoro" / "LICENSE").is_file()
     report_path = tmp_path / "report.json"
+    # a build the bundle lacks is named before any work; --build picks the builds timed
+    done = run_in_bundle(bundle, "import gpu; sys.exit(gpu.main(['run', '--dry-run', "
+                         "'--build', 'twin', '--build', 'absent']))", tmp_path)  # fmt: skip
+    assert done.returncode != 0 and "no build ['absent']" in done.stderr, done.stderr[-2000:]
     done = run_in_bundle(
         bundle,
         f"import gpu; sys.exit(gpu.main(['run', '--dry-run', '--repeat', '1', '--seed', '2', "
-        f"'--out', {str(report_path)!r}]))",
+        f"'--build', {artifacts.name!r}, '--build', 'twin', '--out', {str(report_path)!r}]))",
         tmp_path,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(report_path.read_text())
+    # a failing check is recorded as its error and the run goes on: here none failed
+    assert '"error"' not in report_path.read_text(), report_path.read_text()[:3000]
     assert report["device"] == "cpu" and report["seed"] == 2
     assert set(report["builds"]) == builds
     for name, entry in report["builds"].items():
