@@ -45,6 +45,10 @@ class PipelineOptions:
     #: (natively a buffer's untouched pages cost nothing) or every storage is sized by
     #: the call (kokoro_ext.build.passes.memory.call_sized_storage: a WebAssembly memory).
     bounded_storage: bool = True
+    #: The most bindings apart an elementwise producer and its first use may be fused
+    #: (kokoro_ext.build.passes.fusion.near_fusion: a fusion across a longer stretch
+    #: keeps the producer's inputs alive through it); None: FuseOps as it is.
+    fusion_reach: int | None = None
     #: Rewrite strided transposed convolutions by phases first, as the GPU pipeline does
     #: (kokoro_ext.build.passes.polyphase): for a GPU build's weight transform, which this
     #: pipeline compiles for the build machine and which must lift what the GPU's lifts.

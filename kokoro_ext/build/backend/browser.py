@@ -38,6 +38,10 @@ from kokoro_ext.run.manifest import StageSignature, TensorSpec
 STATIC = Path(__file__).resolve().parents[2] / "web" / "static"
 #: The wire formats a browser build's weights may take, its default first.
 WIRES = ("float16", "float32", "int8")
+#: A wasm build's fusion reach (kokoro_ext.build.passes.fusion.near_fusion): every
+#: reach from 4 to 64 bindings keeps five of the decoder's 128-channel tensors at 120
+#: steps a frame alive at its peak, not seven; 32 leaves the fewest producers unfused.
+FUSION_REACH = 32
 
 
 class InBrowser:
@@ -137,9 +141,11 @@ class WasmTarget(InBrowser, BuildTarget):
         return WASM if dict(target) == dict(WASM.target) else None
 
     def pipeline(self, options: PipelineOptions) -> tvm.transform.Pass:
-        # the VM's own storage, each sized by the call: no native pool in a browser, and
-        # its memory never shrinks
-        options = dataclasses.replace(options, native_storage=False, bounded_storage=False)
+        # the VM's own storage, each sized by the call, and no fusion that keeps tensors
+        # alive across a stretch of the stage: no native pool in a browser, and its memory
+        # never shrinks
+        options = dataclasses.replace(options, native_storage=False, bounded_storage=False,
+                                      fusion_reach=FUSION_REACH)
         return get_default_pipeline(tvm.target.Target(dict(self.target)), options)
 
 

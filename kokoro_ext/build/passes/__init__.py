@@ -8,11 +8,14 @@
              batch, not the batch bound; call_sized_storage: every storage sized by
              the call (WebAssembly); pooled_storage: host storage allocations -> the
              native pool
+  fusion     near_fusion: elementwise producers used far down their block kept out of
+             their consumer's fusion (their inputs die where they run)
   polyphase  polyphase_conv_transpose: strided transposed convolutions -> their phases'
              stride-1 convolution (GPU builds)
 """
 
 from .dispatch import DispatchNativeKernels
+from .fusion import near_fusion
 from .memory import call_sized_storage, exact_dynamic_sizes, pooled_storage
 from .polyphase import polyphase_conv_transpose
 from .quantize import quantize_weights
@@ -32,6 +35,7 @@ __all__ = [
     "call_sized_storage",
     "exact_dynamic_sizes",
     "length_bounds",
+    "near_fusion",
     "pack_taps",
     "polyphase_conv_transpose",
     "pooled_storage",

@@ -15,7 +15,8 @@ runs them in order.  This is the one place that decides which passes run and whe
       (kokoro_ext.build.compiler.transform_weights): nothing recomputes them at run time.
       With ``transform_only`` only that function goes on (a cross build runs the weight
       transform compiled for the build machine: its stage libraries do not run there).
-      Then cpu_generic's legalization and fusion, and our schedule rules on the fused
+      Then cpu_generic's legalization and fusion (with ``fusion_reach``, ``near_fusion``
+      right before FuseOps: kokoro_ext.build.passes.fusion), and our schedule rules on the fused
       functions (kokoro_ext.build.passes.schedule), where TVM's GPU pipelines put
       dlight's: cpu_generic schedules nothing.
   dataflow_lower_passes  cpu_generic's.
@@ -45,6 +46,7 @@ from kokoro_ext.build.passes import (
     VectorizeReduction,
     call_sized_storage,
     exact_dynamic_sizes,
+    near_fusion,
     polyphase_conv_transpose,
     pooled_storage,
     quantize_weights,
@@ -80,18 +82,27 @@ def keep_transform_params(mod: tvm.IRModule, _ctx: tvm.transform.PassContext) ->
 
 
 def legalize_passes(
-    target: tvm.target.Target, transform_only: bool = False
+    target: tvm.target.Target, transform_only: bool = False, fusion_reach: int | None = None
 ) -> list[tvm.transform.Pass]:
     """Weight transforms lifted out of ``main`` (and ``main`` dropped with
-    ``transform_only``), cpu_generic's legalization and fusion, then our schedule rules on
-    each fused PrimFunc in turn."""
+    ``transform_only``), cpu_generic's legalization and fusion (with ``fusion_reach``,
+    ``near_fusion`` right before FuseOps), then our schedule rules on each fused PrimFunc
+    in turn."""
     # CSE first: ALBERT shares one layer's weights across its 12 layers, whose transposes
     # would otherwise be lifted (and stored) 12 times.
     lift = [relax.transform.EliminateCommonSubexpr(), relax.transform.LiftTransformParams()]
     if transform_only:
         lift.append(keep_transform_params)
+    legalize = []
+    for p in cpu_generic.legalize_passes(target):
+        if fusion_reach is not None and p.info.name == "FuseOps":
+            legalize.append(near_fusion(fusion_reach))
+        legalize.append(p)
+    if fusion_reach is not None and len(legalize) == len(cpu_generic.legalize_passes(target)):
+        raise RuntimeError("cpu_generic.legalize_passes has no FuseOps: "
+                           "kokoro_ext.build.passes.fusion.near_fusion has nowhere to run")
     schedule = schedule_in_turn(InlineElementwise(), VectorizeReduction(), ParallelizeSpatial())
-    return lift + cpu_generic.legalize_passes(target) + [schedule]
+    return lift + legalize + [schedule]
 
 
 def dataflow_lower_passes(target: tvm.target.Target) -> list[tvm.transform.Pass]:
@@ -140,7 +151,7 @@ def get_default_pipeline(
                     target, options.native_dense, options.int8_weights, options.products,
                     options.polyphase,
                 )
-                + legalize_passes(target, options.transform_only)
+                + legalize_passes(target, options.transform_only, options.fusion_reach)
                 + dataflow_lower_passes(target)
                 + finalize_passes(target, options.native_storage, options.bounded_storage)
             )
