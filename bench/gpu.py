@@ -1249,9 +1249,11 @@ def speak_quality(synths: dict, model, directory: Path, device: str, out: Path,
 def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int = 0,
         parts: list[Path] | None = None, audio: Path | None = None,
         only: list[str] | None = None) -> dict:
-    """The checks of the module doc on the bundle ``directory``; with ``parts`` (the
-    real model's weights, prepare --real-weights) the quality sets spoken first, their
-    audio into ``audio`` (default: ``out``'s folder)."""
+    """The checks of the module doc on the bundle ``directory`` (its builds named in
+    ``only``, default all); with ``parts`` (the real model's weights, prepare
+    --real-weights) the quality sets spoken first, their audio into ``audio`` (default:
+    ``out``'s folder).  A check that fails is recorded as its error and the run goes on;
+    the report is written after each."""
     # tvm-ffi would JIT-compile a torch extension at import where torch lacks the DLPack
     # exchange API; the torch tensors handed to TVM here (convolution_check) take the
     # plain DLPack protocol
@@ -1282,6 +1284,7 @@ def run(directory: Path, repeat: int, out: Path | None, dry_run: bool, seed: int
     synths = {b.name: Synthesizer(b) for b in found if not only or b.name in only}
     report["builds"] = {name: {"target": dict(synth.manifest.target)}
                         for name, synth in synths.items()}  # fmt: skip
+
     def save():
         if out is not None:  # after every section: a later one may run out of time
             out.write_text(json.dumps(report, indent=1, default=str))
