@@ -63,12 +63,12 @@ high-water mark: JS heap, WebAssembly memories, workers' threads of that process
 included), reset (``5`` into /proc/PID/clear_refs) before each text, so that it is what
 speaking that text took on top of the loaded engine; and the main thread's JS heap
 (CDP ``Performance.getMetrics`` JSHeapUsedSize) after each text.  For this project's
-engines, where it goes: each stage's WebAssembly memory (kokoro.js loads each stage as
-a module and instance of its own, with its own memory: ``memory.buffer.byteLength``)
-once loaded (before the warm-up) and after each text; a memory never shrinks, so each is
-that stage's high-water mark so far (its pages never touched are not in the RSS); and the
-most of each stage's heap in use at once while speaking the text (``kx_heap``: what its
-weights, tensors and kernels' scratch took, against what they made the memory grow to).
+engines, where it goes: the WebAssembly memory of the build's module (kokoro.js runs the
+four stages in one module, one instance and memory: ``memory.buffer.byteLength``) once
+loaded (before the warm-up) and after each text; a memory never shrinks, so it is the
+high-water mark so far (its pages never touched are not in the RSS); and the most of its
+heap in use at once while speaking the text (``kx_heap``: what the weights, tensors and
+kernels' scratch took, against what they made the memory grow to).
 The renderer is the process of the type "renderer" (CDP ``SystemInfo.getProcessInfo``) that
 spent the most CPU time over the load and warm-up; its VmHWM then is the load's and
 warm-up's peak.
@@ -363,29 +363,29 @@ AUDIO = """() => {
   return btoa(text);
 }"""
 
-#: MB of each loaded stage's WebAssembly memory (kokoro.js: one instance, one memory per
-#: stage; a memory never shrinks, so this is the stage's high-water mark), or null for an
-#: engine without the build's stages (kokoro-js).
-STAGE_MEMORY = """async () => {
+#: MB of the WebAssembly memory of each module the build has loaded (kokoro.js: the
+#: stages' one module, one instance and memory; a memory never shrinks, so this is its
+#: high-water mark), or null for an engine without the build's stages (kokoro-js).
+MODULE_MEMORY = """async () => {
   const build = window.bench?.tts?.build;
-  if (!build?.stages) return null;
+  if (!build?.modules) return null;
   const sizes = {};
-  for (const [name, stage] of Object.entries(build.stages)) {
-    sizes[name] = (await stage).tvm.memory.memory.buffer.byteLength / 2 ** 20;
+  for (const [file, module] of Object.entries(build.modules)) {
+    sizes[file] = (await module).tvm.memory.memory.buffer.byteLength / 2 ** 20;
   }
   return sizes;
 }"""
 
-# The most each wasm stage's heap held at once since the last call (cpp/web/threads.cc
+# The most each wasm module's heap held at once since the last call (cpp/web/threads.cc
 # kx_heap: its allocations, against the memory they made it grow to), reset as it reads.
-STAGE_HEAP = """async () => {
+MODULE_HEAP = """async () => {
   const build = window.bench?.tts?.build;
-  if (!build?.stages) return null;
+  if (!build?.modules) return null;
   const most = {};
-  for (const [name, stage] of Object.entries(build.stages)) {
-    const kx_heap = (await stage).tvm.exports.kx_heap;
+  for (const [file, module] of Object.entries(build.modules)) {
+    const kx_heap = (await module).tvm.exports.kx_heap;
     if (!kx_heap) return null;
-    most[name] = kx_heap(1) / 2 ** 20;
+    most[file] = kx_heap(1) / 2 ** 20;
     kx_heap(3);
   }
   return most;
@@ -396,7 +396,7 @@ ENVIRONMENT = """() => ({
   hardwareConcurrency: navigator.hardwareConcurrency,
   userAgent: navigator.userAgent,
   workers: window.benchWorkers ?? 0,
-  threads: window.bench?.tts?.build?.threads ?? null,  // a tvm build's: each stage's pool
+  threads: window.bench?.tts?.build?.threads ?? null,  // a tvm build's: its pool
 })"""
 
 
@@ -485,18 +485,18 @@ def mb(kb: int | None) -> float | None:
     return None if kb is None else kb / 1024
 
 
-def stage_memory_mb(page) -> dict[str, float] | None:
-    """MB of each stage's WebAssembly memory (STAGE_MEMORY); None for kokoro-js."""
+def module_memory_mb(page) -> dict[str, float] | None:
+    """MB of each module's WebAssembly memory (MODULE_MEMORY); None for kokoro-js."""
     try:
-        return page.evaluate(STAGE_MEMORY)
+        return page.evaluate(MODULE_MEMORY)
     except Exception:  # noqa: BLE001 - a figure the bench can do without
         return None
 
 
-def stage_heap_mb(page) -> dict[str, float] | None:
-    """MB of each wasm stage's heap in use at most since the last call (STAGE_HEAP)."""
+def module_heap_mb(page) -> dict[str, float] | None:
+    """MB of each wasm module's heap in use at most since the last call (MODULE_HEAP)."""
     try:
-        return page.evaluate(STAGE_HEAP)
+        return page.evaluate(MODULE_HEAP)
     except Exception:  # noqa: BLE001 - a figure the bench can do without
         return None
 
@@ -543,7 +543,7 @@ def run_engine(browser, cdp, engine: str, base: str, texts: list[str], args,
         result["load_s"] = loaded["load_ms"] / 1000
         result["device"] = loaded["device"]
         log(f"{engine}: loaded in {result['load_s']:.1f} s ({result['device']})")
-        result["load_stage_memory_mb"] = stage_memory_mb(page)
+        result["load_module_memory_mb"] = module_memory_mb(page)
         result["load_js_heap_mb"] = js_heap_mb(page)
         if args.warm_up != "none":
             got = task(page, SPEAK, {"text": TEXTS[args.warm_up], "voice": VOICE}, args.timeout)
@@ -593,7 +593,7 @@ def speak(page, engine: str, name: str, pid: int | None, args, log=print) -> dic
     """One text, ``args.repeat`` times: medians, the last run's chunks and audio."""
     runs = []
     peaks = []
-    stage_heap_mb(page)  # from here
+    module_heap_mb(page)  # from here
     for _ in range(args.repeat):
         reset = reset_peak(pid) if pid else False
         try:
@@ -615,8 +615,8 @@ def speak(page, engine: str, name: str, pid: int | None, args, log=print) -> dic
         "peak_rss_mb": max((p for p in peaks if p is not None), default=None),
         "peak_reset": reset,
         "js_heap_mb": js_heap_mb(page),
-        "stage_memory_mb": stage_memory_mb(page),
-        "stage_heap_mb": stage_heap_mb(page),
+        "module_memory_mb": module_memory_mb(page),
+        "module_heap_mb": module_heap_mb(page),
         "audio_s": samples / SAMPLE_RATE,
         "rms": (sum(c["sum_squares"] for c in chunks) / max(samples, 1)) ** 0.5,
         "peak": max((c["peak"] for c in chunks), default=0.0),
@@ -780,7 +780,7 @@ def format_tables(result: dict) -> str:
                 base = (res.get(b, {}).get("texts", {}).get(text) or {}).get(key)
                 row += f" {fmt(a / base if a is not None and base else None, f'{width}.2f')}"
             lines.append(row)
-    lines += stage_memory_table(result)
+    lines += module_memory_table(result)
     lines += ["", "what each engine spoke (chunks: phonemes; ids: kokoro_ext's ids for them)"]
     for text in texts:
         for engine in engines:
@@ -817,36 +817,31 @@ def format_tables(result: dict) -> str:
     return "\n".join(lines)
 
 
-def stage_memory_table(result: dict) -> list[str]:
-    """Per engine with stages (this project's), MB of each stage's WebAssembly memory when
-    loaded and after each text: where the renderer's memory goes.  [] if none has any."""
+def module_memory_table(result: dict) -> list[str]:
+    """Per engine with stages (this project's), MB of each module's WebAssembly memory
+    when loaded and after each text, and the most of its heap in use at once: where the
+    renderer's memory goes.  [] if none has any."""
     lines = []
     for engine in result["engines"]:
         r = result["results"].get(engine, {})
-        rows = [("loaded", r.get("load_stage_memory_mb"))]
-        rows += [(text, (r.get("texts", {}).get(text) or {}).get("stage_memory_mb"))
+        rows = [("loaded", r.get("load_module_memory_mb"))]
+        rows += [(text, (r.get("texts", {}).get(text) or {}).get("module_memory_mb"))
                  for text in result["texts"]]
-        stages = list(dict.fromkeys(name for _, sizes in rows for name in sizes or {}))
-        if not stages:
+        heaps = [(text, (r.get("texts", {}).get(text) or {}).get("module_heap_mb"))
+                 for text in result["texts"]]
+        modules = list(dict.fromkeys(name for _, sizes in rows + heaps for name in sizes or {}))
+        if not modules:
             continue
-        width = max(8, *(len(name) for name in stages))
-        lines += ["", f"{engine}: WebAssembly memory of each stage (MB; a memory never shrinks: "
-                      "the stage's high-water mark so far)",
-                  f"{'after':10} " + " ".join(f"{name:>{width}}" for name in stages)
-                  + f" {'total':>8}"]
-        for label, sizes in rows:
-            if sizes is None:
-                continue
-            lines.append(f"{label:10} " + " ".join(fmt(sizes.get(name), f"{width}.1f")
-                                                   for name in stages)
-                         + f" {sum(sizes.values()):8.1f}")
-        heaps = [(text, (r.get("texts", {}).get(text) or {}).get("stage_heap_mb"))
-                 for text in result["texts"]]
+        width = max(8, *(len(name) for name in modules))
+        header = " ".join(f"{name:>{width}}" for name in modules)
+        lines += ["", f"{engine}: WebAssembly memory (MB; a memory never shrinks: its "
+                      "high-water mark so far)", f"{'after':10} {header}"]
+        lines += [f"{label:10} " + " ".join(fmt(sizes.get(name), f"{width}.1f") for name in modules)
+                  for label, sizes in rows if sizes is not None]
         if any(most for _, most in heaps):
-            lines += ["", f"{engine}: the most of each stage's heap in use at once speaking the "
-                          "text (MB; weights, tensors, the kernels' scratch)",
-                      f"{'text':10} " + " ".join(f"{name:>{width}}" for name in stages)]
-            lines += [f"{label:10} " + " ".join(fmt(most.get(name), f"{width}.1f") for name in stages)
+            lines += ["", f"{engine}: the most of the heap in use at once speaking the text "
+                          "(MB; weights, tensors, the kernels' scratch)", f"{'text':10} {header}"]
+            lines += [f"{label:10} " + " ".join(fmt(most.get(name), f"{width}.1f") for name in modules)
                       for label, most in heaps if most]
     return lines
 

@@ -80,10 +80,10 @@ def _result(tmp_path) -> dict:
                                 "texts": {"word": {**cell, "total_s": 1.0}, "hello": cell}},
             "tvm-wasm": {"load_s": 30.0, "device": "wasm", "download_bytes": 340e6,
                          "error": "timed out on hello",
-                         "load_stage_memory_mb": {"text": 160.0, "decoder": 160.0},
+                         "load_module_memory_mb": {"stages.wasm": 160.0},
                          "texts": {"word": {**cell, "total_s": 8.0, "first_audio_s": 3.0,
-                                            "stage_memory_mb": {"text": 1041.1, "decoder": 274.0},
-                                            "stage_heap_mb": {"text": 30.5, "decoder": 212.25}},
+                                            "module_memory_mb": {"stages.wasm": 274.0},
+                                            "module_heap_mb": {"stages.wasm": 212.25}},
                                    "hello": {"error": "timed out after 600 s"}}},
         },
     }
@@ -98,19 +98,19 @@ def test_tables_ratios_and_failed_cells(tmp_path):
     assert "ids = kokoro_ext's" in table
 
 
-def test_stage_memory_table(tmp_path):
-    """Each stage's WebAssembly memory, loaded and after each text it spoke, for the
-    engines that have stages (not kokoro-js)."""
+def test_module_memory_table(tmp_path):
+    """The module's WebAssembly memory, loaded and after each text it spoke, and the most
+    of its heap in use, for the engines that have stages (not kokoro-js)."""
     table = browser.format_tables(_result(tmp_path))
-    section = table.split("tvm-wasm: WebAssembly memory of each stage")[1].splitlines()
-    assert re.search(r"^after +text +decoder +total$", section[1]), section[1]
-    assert re.search(r"^loaded +160\.0 +160\.0 +320\.0$", section[2]), section[2]
-    assert re.search(r"^word +1041\.1 +274\.0 +1315\.1$", section[3]), section[3]
+    section = table.split("tvm-wasm: WebAssembly memory")[1].splitlines()
+    assert re.search(r"^after +stages\.wasm$", section[1]), section[1]
+    assert re.search(r"^loaded +160\.0$", section[2]), section[2]
+    assert re.search(r"^word +274\.0$", section[3]), section[3]
     assert not section[4].startswith("hello")  # its cell failed: no memory to show
     assert "kokoro-js: WebAssembly memory" not in table
-    heap = table.split("tvm-wasm: the most of each stage's heap in use")[1].splitlines()
-    assert re.search(r"^text +text +decoder$", heap[1]), heap[1]
-    assert re.search(r"^word +30\.5 +212\.2$", heap[2]), heap[2]
+    heap = table.split("tvm-wasm: the most of the heap in use")[1].splitlines()
+    assert re.search(r"^text +stages\.wasm$", heap[1]), heap[1]
+    assert re.search(r"^word +212\.2$", heap[2]), heap[2]
     assert len(heap) == 3 or not heap[3].startswith("hello")
 
 

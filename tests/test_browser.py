@@ -73,9 +73,10 @@ def test_webgpu_build_layout(webgpu_build):
     assert manifest.target["kind"] == "webgpu"
     assert manifest.cpu_features == () and manifest.lstm_backend == "gpu"
     assert manifest.requires["limits"]["maxComputeInvocationsPerWorkgroup"] == 256
+    # the stages' one module (their host code and WGSL, each under its prefix)
+    assert (webgpu_build / "stages.wasm").read_bytes()[:4] == b"\0asm"
     for name, entry in manifest.stages.items():
-        assert entry.file == f"{name}.wasm"
-        assert (webgpu_build / entry.file).read_bytes()[:4] == b"\0asm"
+        assert entry.file == "stages.wasm" and entry.prefix == f"kokoro_{name}_"
         assert all(t.dtype == "float32" and t.wire is None for t in entry.weights.tensors)
         # WGSL has no 64-bit integers: the page passes token ids and lengths as int32
         assert "int64" not in {t.dtype for t in entry.signature.inputs}

@@ -61,9 +61,14 @@ def test_wasm_build_layout(wasm_build):
     assert manifest.cpu_features == () and manifest.lstm_backend == "native"
     # --weight-dtype auto, the wasm default: the random weights lie on no int8 grid
     assert manifest.dense == "native" and manifest.weight_dtype == "auto"
+    # one module of the four stages, each stage's symbols under its own prefix
+    module = (wasm_build / "stages.wasm").read_bytes()
+    assert module[:4] == b"\0asm"
+    assert not list(wasm_build.glob("*.tar")) and sorted(wasm_build.glob("*.wasm")) == [wasm_build / "stages.wasm"]
     for name, entry in manifest.stages.items():
-        assert entry.file == f"{name}.wasm"
-        assert (wasm_build / entry.file).read_bytes()[:4] == b"\0asm"
+        assert entry.file == "stages.wasm" and entry.sha256 == hashlib.sha256(module).hexdigest()
+        assert entry.prefix == f"kokoro_{name}_"
+        assert f"{entry.prefix}__tvm_ffi__library_bin".encode() in module  # its VM code
         assert all(t.dtype == "float32" and t.wire is None for t in entry.weights.tensors)
         # wasm32 has 64-bit integers: the CPU build's signature (kokoro.js widens int32)
         assert [t.dtype for t in entry.signature.inputs if t.name == "lengths"] == ["int64"]
@@ -73,13 +78,12 @@ def test_wasm_build_layout(wasm_build):
 
 def test_wasm_stages_hold_the_native_kernels(wasm_build):
     """The decoder's convolutions go to the native kernels (kokoro_ext.build.web.kernels),
-    linked into its module: the names its host code looks up are registered there, and
+    linked into the stages' module: the names its host code looks up are registered there, and
     nothing calls the native storage pool, which wasm builds do not have."""
-    decoder = (wasm_build / "decoder.wasm").read_bytes()
+    module = (wasm_build / "stages.wasm").read_bytes()
     for name in (b"kokoro_ext.conv1d_taps", b"kokoro_ext.conv1d_transpose", b"kokoro_ext.conv1d_winograd"):
-        assert name in decoder, name
-    for entry in artifacts.read_manifest(wasm_build).stages.values():
-        assert b"kokoro_ext.storage" not in (wasm_build / entry.file).read_bytes(), entry.file
+        assert name in module, name
+    assert b"kokoro_ext.storage" not in module
 
 
 # The decoder's Winograd filter cache budget, from its own module in the page (kokoro.js's
@@ -113,7 +117,7 @@ def test_wasm_decoder_keeps_no_winograd_filter(browser):
 
 
 # Each stage loaded: the largest of tvmjs's call stacks (their JS buffers; each has a
-# block of the stage's memory of the same size), and the largest weight in bytes
+# block of the module's memory of the same size), and the largest weight in bytes
 _CALL_STACKS = """async (base) => {
   const { loadBuild } = await import(base + "kokoro.js");
   const build = await loadBuild(base);
@@ -179,26 +183,28 @@ def test_whole_synthesis_in_wasm(browser, build_dir):
     assert snr_db(trace.audio, got.audio) >= 40
 
 
-# each stage's threads: what kokoro.js gave it, and the workers its pool counts (with the
-# caller) once they wait for tasks
+# each stage's threads: what kokoro.js gave it, and the workers its module's pool counts
+# (with the caller) once they wait for tasks; the modules and workers the build started
 _THREADS = """async () => {
-  const threads = {};
-  for (const name of Object.keys(window.kokoroBuild.manifest.stages)) {
-    const stage = await window.kokoroBuild.stage(name);
+  const build = window.kokoroBuild, threads = {};
+  for (const name of Object.keys(build.manifest.stages)) {
+    const stage = await build.stage(name);
     for (let i = 0; i < 200 && stage.tvm.exports.kx_threads() < stage.threads; i++) {
       await new Promise((wake) => setTimeout(wake, 10));
     }
     threads[name] = [stage.threads, stage.tvm.exports.kx_threads()];
   }
-  return { build: window.kokoroBuild.threads, threads, isolated: crossOriginIsolated };
+  const modules = await Promise.all(Object.values(build.modules));
+  return { build: build.threads, threads, isolated: crossOriginIsolated,
+           modules: modules.length, workers: modules.reduce((n, m) => n + m.workers.length, 0) };
 }"""
 
 
 def test_wasm_stages_run_on_threads_as_on_one(browser, cpu_trace):
     """Three threads asked for, in a cross-origin isolated page (as StaticServer and
-    ``python -m kokoro_ext.web`` serve it): each stage's pool holds two workers beside the
-    caller, and the stages compute what they compute on one thread; none asked for: a
-    thread a core."""
+    ``python -m kokoro_ext.web`` serve it): the stages' one module has a pool of two
+    workers beside the caller, which every stage runs on, and the stages compute what
+    they compute on one thread; none asked for: a thread a core."""
     from kokoro_ext.tools.browser import browser_stages
 
     synth, _, _, trace = cpu_trace
@@ -212,6 +218,7 @@ def test_wasm_stages_run_on_threads_as_on_one(browser, cpu_trace):
             got = tab.page.evaluate(_THREADS)
         assert got["isolated"] and got["build"] == threads
         assert got["threads"] == {name: [threads, threads] for name in manifest.stages}
+        assert got["modules"] == 1 and got["workers"] == threads - 1
     # the default: a thread a core
     with browser.tab(browser.directory) as tab:
         got = tab.page.evaluate(_THREADS)
@@ -226,15 +233,14 @@ def test_wasm_stages_run_on_threads_as_on_one(browser, cpu_trace):
             np.testing.assert_allclose(value, one, rtol=0, atol=1e-6 * np.max(np.abs(one)))
 
 
-# Each stage's heap (cpp/web/threads.cc kx_heap): bytes in use, and the most in use
-# since the last reset (which "reset" does)
+# The module's heap (cpp/web/threads.cc kx_heap), every stage loaded: bytes in use, and
+# the most in use since the last reset (which "reset" does)
 _HEAP = """async (reset) => {
-  const heap = {};
-  for (const name of Object.keys(window.kokoroBuild.manifest.stages)) {
-    const { kx_heap } = (await window.kokoroBuild.stage(name)).tvm.exports;
-    heap[name] = [kx_heap(0), kx_heap(1)];
-    if (reset) kx_heap(3);
-  }
+  const build = window.kokoroBuild;
+  for (const name of Object.keys(build.manifest.stages)) await build.stage(name);
+  const { kx_heap } = (await build.module("stages.wasm")).tvm.exports;
+  const heap = [kx_heap(0), kx_heap(1)];
+  if (reset) kx_heap(3);
   return heap;
 }"""
 
@@ -242,30 +248,28 @@ _HEAP = """async (reset) => {
 def test_wasm_stage_calls_leave_no_scratch_memory(browser, cpu_trace):
     """The kernels' scratch buffers (threading.h Workspace) are given back when a kernel
     call returns, on the caller and on the workers, and the stages' storage is sized by
-    the call (call_sized_storage): a WebAssembly memory never shrinks.  After a call a
-    stage's heap holds what it held before and the outputs (with the LSTM's scratch kept,
-    the prosody stage holds 240 KB more), and the text stage's call needs megabytes, not
+    the call (call_sized_storage): a WebAssembly memory never shrinks.  After a stage's
+    call the heap holds what it held before and the outputs (with the LSTM's scratch kept,
+    the prosody stage leaves 240 KB more), and the text stage's call needs megabytes, not
     the attention planned at the token and batch bounds (124 MB in this small config)."""
     from kokoro_ext.tools.browser import browser_stages
 
     synth, _, _, trace = cpu_trace
-    stages = ("text", "prosody", "source")
     with browser.tab(browser.directory, threads=2) as tab:
         run = browser_stages(tab, artifacts.read_manifest(browser.directory))
-        loaded = tab.page.evaluate(_HEAP, True)
-        outputs = {}
-        for stage in stages:
+        for stage in ("text", "prosody", "source"):
+            before = tab.page.evaluate(_HEAP, True)
             got = run(stage)(**_stage_inputs(trace, synth, stage))
-            outputs[stage] = sum(np.asarray(v).nbytes for v in got.values())
-        after = tab.page.evaluate(_HEAP, False)
-    for stage in stages:
-        held, during = loaded[stage][0], after[stage][1] - loaded[stage][0]
-        assert during > 256 << 10, (stage, loaded[stage], after[stage])
-        # what a first call leaves beside the outputs (the VM's frames, function lookups:
-        # 140 KB for the prosody stage) may stay
-        kept = after[stage][0] - held - outputs[stage]
-        assert kept <= 192 << 10, (stage, loaded[stage], after[stage], outputs[stage])
-    assert after["text"][1] - loaded["text"][0] < 16 << 20, (loaded["text"], after["text"])
+            outputs = sum(np.asarray(v).nbytes for v in got.values())
+            after = tab.page.evaluate(_HEAP, True)
+            during = after[1] - before[0]
+            assert during > 256 << 10, (stage, before, after)
+            # what a first call leaves beside the outputs (the VM's frames, function
+            # lookups: 140 KB for the prosody stage) may stay
+            kept = after[0] - before[0] - outputs
+            assert kept <= 192 << 10, (stage, before, after, outputs)
+            if stage == "text":
+                assert during < 16 << 20, (before, after)
 
 
 def test_page_not_isolated_runs_on_one_thread(browser, cpu_trace):
@@ -745,7 +749,7 @@ def test_second_visit_loads_from_the_cache_offline(browser, tmp_path, files_json
         page.close()
         assert first["cache"] == "on", first
         downloaded = set(server.requests)
-        assert {"/text.weights", "/decoder.wasm", "/lexicon-en-us.json"} <= downloaded, downloaded
+        assert {"/text.weights", "/stages.wasm", "/lexicon-en-us.json"} <= downloaded, downloaded
 
         server.requests.clear()
         page = context.new_page()

@@ -321,12 +321,17 @@ def test_openblas_gets_its_avx512_kernels_only_where_the_host_has_them(name, cor
 
 def test_wasm_is_a_browser_cpu_target_with_the_kernels_compiled_for_it():
     from kokoro_ext.build.backend import WASM, CpuTarget, resolve
+    from kokoro_ext.build.backend.browser import symbol_prefix
 
     target = resolve("wasm")
     assert target is WASM and resolve(dict(WASM.target)) is WASM
     assert dict(WASM.target) == {"kind": "llvm", "mtriple": "wasm32-unknown-unknown-wasm",
                                  "mcpu": "generic", "mattr": ["+simd128"]}  # fmt: skip
-    assert WASM.library_suffix == ".wasm" and WASM.transform_apart and not WASM.polyphase
+    assert WASM.transform_apart and not WASM.polyphase
+    # the stages go into one module, each stage's symbols under a prefix of its own, of
+    # at least 8 characters (TVM reads a shorter one back as a small string, not an object)
+    prefixes = {symbol_prefix(stage) for stage in ("text", "prosody", "source", "decoder")}
+    assert len(prefixes) == 4 and min(map(len, prefixes)) >= 8
     # the native kernels (compiled by emscripten): int8 weights where the checkpoint's
     # are (float32 kept on request), float32 products
     assert WASM.choose().lstm_backend == "native" and WASM.choose().dense == "native"

@@ -134,7 +134,7 @@ def compile_stage(
         products=products,
         polyphase=target.polyphase,  # the GPU pipeline's weight transform
     )
-    executable = _compile(target, mod, options, seconds)
+    executable = _compile(target, target.name_stage(mod, spec.name), options, seconds)
     target.check(executable, spec.name)
     # the weight transform runs here: where the libraries do not, compiled for here
     transform = None

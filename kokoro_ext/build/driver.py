@@ -145,6 +145,7 @@ def build(options: BuildOptions, log: Log = print) -> Path:
                     f"[{i}/{len(jobs)}] {name}: {sum(entry.seconds.values()):.1f} s, "
                     f"{entry.weights.bytes / 1e6:.1f} MB of weights"
                 )
+            stages = target.link_stages(staging, stages)
             (staging / artifacts.CONFIG).write_text(
                 json.dumps(config, indent=2, ensure_ascii=False)
             )

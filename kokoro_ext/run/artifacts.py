@@ -5,7 +5,8 @@ a manifest.
 <dir>/config.json            the model config (vocab and dimensions the runtime needs)
 <dir>/voice.npy              the default voice pack, float32 [510, 1, 256]
 <dir>/<stage>.so             one compiled library per stage, code only, any length
-                             (<stage>.wasm for the browser: host code and TVM's web runtime)
+                             (a browser build: stages.wasm, the four stages' host code,
+                             each under its symbol prefix, and TVM's web runtime)
 <dir>/<stage>.weights        its weights in the layout its ``main`` takes (kokoro_ext.run.weights)
 <dir>/build.log              the compiler's messages and warnings (not needed to run)
 
@@ -34,8 +35,7 @@ LOG = "build.log"
 
 
 def stage_file(stage: str, suffix: str = ".so") -> str:
-    """File name of the compiled library of ``stage`` (``suffix``: ``.wasm`` for the
-    browser)."""
+    """File name of the compiled library of ``stage`` (``suffix``: the target's)."""
     return f"{stage}{suffix}"
 
 

@@ -127,11 +127,15 @@ class StageEntry:
     signature: StageSignature
     ir_lines: int  # lines of the imported Relax module
     seconds: Mapping[str, float]  # export / import / compile / transform
+    #: the prefix of the stage's symbols in ``file`` (``ffi.SystemLib(prefix)``): a
+    #: browser build links its stages into one module; "" for a library of its own
+    prefix: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "file": self.file,
             "sha256": self.sha256,
+            **({"prefix": self.prefix} if self.prefix else {}),
             "weights": self.weights.to_json(),
             "parameters": [p.to_json() for p in self.parameters],
             "signature": self.signature.to_json(),
@@ -150,6 +154,7 @@ class StageEntry:
             signature=fields.get("signature", StageSignature.from_json),
             ir_lines=fields.integer("ir_lines"),
             seconds=fields.mapping("seconds", _float),
+            prefix=fields.string("prefix") if "prefix" in fields.value else "",
         )
 
 

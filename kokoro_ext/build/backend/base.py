@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import tvm
 
 from kokoro_ext.build.precision import LayerProducts, Products
-from kokoro_ext.run.manifest import StageSignature
+from kokoro_ext.run.manifest import StageEntry, StageSignature
 
 
 #: The build options a target decides about: the flag each comes from.
@@ -177,6 +177,16 @@ class BuildTarget:
     def fpack_imports(self) -> Callable | None:
         """``export_library``'s ``fpack_imports`` (None: TVM's)."""
         return None
+
+    def name_stage(self, mod: tvm.IRModule, stage: str) -> tvm.IRModule:
+        """``mod``, the stage ``stage``, as its library is compiled (``link_stages`` may
+        need its symbols apart from the other stages')."""
+        return mod
+
+    def link_stages(self, directory: Path, stages: Mapping[str, StageEntry]) -> dict[str, StageEntry]:
+        """The stages' entries once their libraries in ``directory`` are linked as the
+        build ships them: each library on its own unless a kind links them."""
+        return dict(stages)
 
     def add_files(self, directory: Path) -> None:
         """Write what loads the build beside its stages in ``directory``."""

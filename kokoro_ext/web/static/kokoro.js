@@ -10,17 +10,17 @@
 // `loadBuild(["webgpu/", "wasm/"])` loads the first this browser can run;
 // `build.device` says which ("webgpu" or "wasm"), `build.skipped` why the others not.
 //
-// A tensor is {data: Float32Array | Int32Array, shape: number[]}.  Each stage is its own
-// WebAssembly module (its host code and TVM's web runtime) with its own tvmjs instance;
-// all of them share one GPUDevice.  A stage's weights are fetched once (the large ones
-// as float16: decodeWeights widens them), uploaded to the GPU once, and passed to its
-// `main` after the inputs, in the order the manifest lists.
-// A wasm build's stages run on tvm.cpu(), in the stage's WebAssembly memory; its token
+// A tensor is {data: Float32Array | Int32Array, shape: number[]}.  The four stages are
+// one WebAssembly module (their host code, each stage's symbols under its prefix, and
+// TVM's web runtime), run by one tvmjs instance on one GPUDevice.  A stage's weights
+// are fetched once (the large ones as float16: decodeWeights widens them), uploaded to
+// the GPU once, and passed to its `main` after the inputs, in the order the manifest lists.
+// A wasm build's stages run on tvm.cpu(), in the module's WebAssembly memory; its token
 // ids and lengths are int64, and an Int32Array given for them is widened.  That memory
-// is shared: where the page is cross-origin isolated, each stage runs on a pool of
+// is shared: where the page is cross-origin isolated, the stages run on a pool of
 // threads, the module instantiated again in Web Workers (wasm-thread.js) on the same
-// memory (cpp/web/threads.cc); `loadBuild(base, {threads})` sizes the pools (default:
-// navigator.hardwareConcurrency), `build.threads` says what they got.  Its int8
+// memory (cpp/web/threads.cc); `loadBuild(base, {threads})` sizes the pool (default:
+// navigator.hardwareConcurrency), `build.threads` says what it got.  Its int8
 // weights (--weight-dtype auto: the checkpoint's int8 codes, with float32 scales beside
 // them) stay int8 there: the kernels dequantize them as they read them.
 
@@ -264,8 +264,8 @@ async function instantiateShared(bytes, spec, threads, log, env) {
 }
 
 /** `tensor` (of `tvm`) with `bytes` as its contents.  A CPU tensor's go straight into the
- * stage's memory: tvmjs's copyFromRawBytes passes them through its call stack, a JS
- * buffer and a block of the stage's memory that grow to twice the largest copy and are
+ * module's memory: tvmjs's copyFromRawBytes passes them through its call stack, a JS
+ * buffer and a block of the module's memory that grow to twice the largest copy and are
  * kept for good (the decoder's 10 MB upsampling weight left 20 MB of each). */
 function copyIn(tvm, tensor, bytes) {
   if (tensor.device.deviceType !== CPU_DEVICE || !tensor.getCPUDataAddress) {
@@ -282,22 +282,30 @@ function copyIn(tvm, tensor, bytes) {
 const bytesOf = (array) => new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
 
 class Stage {
-  constructor(tvm, device, vm, main, weights, entry, workers = []) {
-    Object.assign(this, { tvm, device, vm, main, weights, entry, workers });
+  constructor(module, device, vm, main, weights, entry) {
+    Object.assign(this, { module, device, vm, main, weights, entry, tvm: module.tvm });
   }
 
-  /** The threads it runs on: its workers and the caller. */
+  /** The threads it runs on: its module's workers and the caller. */
   get threads() {
-    return this.workers.length + 1;
+    return this.module.workers.length + 1;
   }
 
-  /** Run the stage on `inputs` (in the signature's order); its outputs, on the CPU. */
-  async run(inputs) {
+  /** Run the stage on `inputs` (in the signature's order); its outputs, on the CPU.
+   * One call at a time in a module: tvmjs's scopes are its instance's, a stack. */
+  run(inputs) {
+    const module = this.module;
+    const done = module.queue.then(() => this.#run(inputs));
+    module.queue = done.catch(() => {});
+    return done;
+  }
+
+  async #run(inputs) {
     const { tvm, entry } = this;
     const device = this.device;
     const signature = entry.signature;
     if (inputs.length !== signature.inputs.length) {
-      throw new Error(`${entry.file} takes ${signature.inputs.length} inputs, got ${inputs.length}`);
+      throw new Error(`stage ${entry.prefix || entry.file} takes ${signature.inputs.length} inputs, got ${inputs.length}`);
     }
     tvm.beginScope();
     try {
@@ -332,13 +340,14 @@ class Stage {
   }
 }
 
-/** The Relax VM of `tvm`'s stage on `device`, its storage from TVM's naive allocator.
+/** The Relax VM of the stage whose symbols `lib` holds (its module's system library
+ * under the stage's prefix) on `device`, its storage from TVM's naive allocator.
  * tvmjs's createVirtualMachine takes the pooled one, which keeps every freed buffer for
  * a request of exactly its size: each chunk of a new length adds its tensors to the pool,
  * until a wasm32 instance's 2 GB (or the GPU's memory) runs out. */
-function createVirtualMachine(tvm, device) {
+function createVirtualMachine(tvm, lib, device) {
   const NAIVE_ALLOCATOR = 1;  // tvmjs's VMAllocatorKind, not exported
-  const vm = tvm.systemLib().getFunction("vm_load_executable")();
+  const vm = lib.getFunction("vm_load_executable")();
   const int = (v) => new tvmjs.Scalar(v, "int");
   vm.getFunction("vm_initialization")(int(device.deviceType), int(device.deviceId),
     int(NAIVE_ALLOCATOR), int(CPU_DEVICE), int(0), int(NAIVE_ALLOCATOR));
@@ -347,8 +356,8 @@ function createVirtualMachine(tvm, device) {
 
 export class Build {
   constructor(base, manifest, gpu, log, threads, env = []) {
-    Object.assign(this, { base, manifest, gpu, log, env, stages: {}, gpuErrors: [] });
-    // the threads each wasm stage may run on (1 for a webgpu build; undefined: the cores)
+    Object.assign(this, { base, manifest, gpu, log, env, stages: {}, modules: {}, gpuErrors: [] });
+    // the threads a wasm build runs on (1 for a webgpu build; undefined: the cores)
     this.threads = gpu ? 1 : wasmThreads(threads);
     this.device = deviceOf(manifest);  // "webgpu" or "wasm" (gpu null)
     this.skipped = [];  // [{base, reason}]: the candidates loadBuild passed over
@@ -373,36 +382,50 @@ export class Build {
     return this.stages[name];
   }
 
+  /** The instance of the module `file` (the stages' one module: each stage's symbols
+   * under its prefix), started once: {tvm, workers, queue}. */
+  module(file) {
+    if (this.modules[file] === undefined) this.modules[file] = this.#instantiate(file);
+    return this.modules[file];
+  }
+
+  async #instantiate(file) {
+    const wasm = new Uint8Array(await this.#fetch(file));
+    const memory = this.manifest.requires?.wasm_memory;
+    const { tvm, workers } = memory?.shared
+      ? await instantiateShared(wasm, memory, this.threads, this.log, this.env)
+      : { tvm: await tvmjs.instantiate(wasm, tvmjs.createPolyfillWASI(), this.log), workers: [] };
+    if (this.gpu) tvm.initWebGPU(this.gpu.device);
+    return { tvm, workers, queue: Promise.resolve() };
+  }
+
+  async #fetch(file) {
+    const response = await fetch(new URL(file, this.base));
+    if (!response.ok) throw new Error(`${file}: HTTP ${response.status}`);
+    return response.arrayBuffer();
+  }
+
   async #load(name) {
     const entry = this.manifest.stages[name];
     if (entry === undefined) throw new Error(`the build has no stage ${name}`);
-    const [wasm, weights] = await Promise.all(
-      [entry.file, entry.weights.file].map(async (file) => {
-        const response = await fetch(new URL(file, this.base));
-        if (!response.ok) throw new Error(`${file}: HTTP ${response.status}`);
-        return response.arrayBuffer();
-      }),
-    );
-    const memory = this.manifest.requires?.wasm_memory;
-    const { tvm, workers } = memory?.shared
-      ? await instantiateShared(new Uint8Array(wasm), memory, this.threads, this.log, this.env)
-      : { tvm: await tvmjs.instantiate(new Uint8Array(wasm), tvmjs.createPolyfillWASI(), this.log), workers: [] };
-    if (this.gpu) tvm.initWebGPU(this.gpu.device);
+    const [module, weights] = await Promise.all([this.module(entry.file), this.#fetch(entry.weights.file)]);
+    const tvm = module.tvm;
     const device = this.gpu ? tvm.webgpu() : tvm.cpu();
     // what outlives this scope is detached from it: the VM, main and the weights
     tvm.beginScope();
     try {
-      const vm = tvm.detachFromCurrentScope(createVirtualMachine(tvm, device));
+      const lib = tvm.getGlobalFunc("ffi.SystemLib")(entry.prefix ?? "");
+      const vm = tvm.detachFromCurrentScope(createVirtualMachine(tvm, lib, device));
       const main = tvm.detachFromCurrentScope(vm.getFunction("main"));
       // one tensor widened at a time: a float32 copy of the whole file never exists; one
-      // stored as it is goes from the file's bytes to the stage's memory without a copy
+      // stored as it is goes from the file's bytes to the module's memory without a copy
       // of its own (tvmjs's copyFrom makes one)
       const arrays = entry.weights.tensors.map((spec, i) => {
         const tensor = tvm.detachFromCurrentScope(tvm.empty(spec[0], spec[1], device));
         return copyIn(tvm, tensor, bytesOf(decodeWeight(weights, spec, i, entry.weights.file)));
       });
       await device.sync();
-      return new Stage(tvm, device, vm, main, arrays, entry, workers);
+      return new Stage(module, device, vm, main, arrays, entry);
     } finally {
       tvm.endScope();
     }
