@@ -157,7 +157,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["kokoro_ext", "kokoro_ext.*"]),
-    package_data={"kokoro_ext": ["configs/*.json", "web/static/*", "third_party/tvm/**/*"] + ([] if PREBUILT else [f"lib/{CPU_RECORD}"])},
+    package_data={"kokoro_ext": ["configs/*.json", "web/static/*", "tools/*.mjs", "third_party/tvm/**/*"] + ([] if PREBUILT else [f"lib/{CPU_RECORD}"])},
     ext_modules=[] if PREBUILT else [CMakeLibrary("kokoro_ext.lib.libkokoro_ext_kernels")],
     distclass=PlatformDistribution,
     cmdclass={"build_ext": CMakeBuild, "bdist_wheel": PlatformWheel}

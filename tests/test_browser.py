@@ -2,7 +2,8 @@
 machine) against the CPU build of the same weights: every stage on the same inputs, then
 the whole synthesis with the browser computing every stage.
 
-Needs chromium, emcc (Debian: chromium, emscripten) and npm; .ci/run installs them.
+Needs chromium, emcc (Debian: chromium, emscripten) and npm, and for the build in node on
+Dawn the Vulkan loader (Debian: libvulkan1); .ci/run installs them.
 Elsewhere these tests skip, saying which is missing; under CI they fail instead.
 """
 
@@ -121,6 +122,46 @@ def test_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
         assert np.isfinite(got[name]).all(), name
         error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
         assert error <= BOUNDS[stage][name], (name, error)
+
+
+@pytest.fixture(scope="module")
+def dawn(webgpu_build):
+    """The WebGPU build in node on Dawn (npm webgpu) over SwiftShader's Vulkan driver,
+    as a machine with a GPU and no browser runs it over its GPU's."""
+    from kokoro_ext.tools.webgpu_node import NodeWebGpu, swiftshader_env, vulkan_loader
+
+    if vulkan_loader() is None and not os.environ.get("CI"):
+        pytest.skip("needs the Vulkan loader (Debian: libvulkan1)")
+    env = swiftshader_env()
+    assert env, "Debian's chromium ships SwiftShader's Vulkan driver; this one has none"
+    with NodeWebGpu(webgpu_build, env=env) as node:
+        yield node
+
+
+@pytest.mark.parametrize("stage", ["text", "prosody", "source"])
+def test_stage_in_node_on_dawn_matches_cpu(dawn, cpu_trace, stage):
+    """The page's kokoro.js and tvmjs in node, Dawn's WebGPU for the browser's: the same
+    bounds against the CPU build, on Dawn's SwiftShader adapter, timed."""
+    from kokoro_ext.tools.browser import browser_stages
+
+    synth, _, _, trace = cpu_trace
+    manifest = artifacts.read_manifest(dawn.directory)
+    got = browser_stages(dawn, manifest)(stage)(**_stage_inputs(trace, synth, stage))
+    assert "swiftshader" in dawn.adapter.lower(), dawn.adapter
+    assert dawn.seconds[-1][0] == stage and dawn.seconds[-1][1] > 0
+    want = trace.stages[stage]
+    assert set(got) == set(want)
+    for name, reference in want.items():
+        assert got[name].shape == reference.shape, name
+        assert np.isfinite(got[name]).all(), name
+        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
+        assert error <= BOUNDS[stage][name], (name, error)
+
+
+def test_node_on_dawn_says_what_failed(dawn):
+    """A stage given the wrong inputs: the error kokoro.js throws, not a hang."""
+    with pytest.raises(RuntimeError, match="the text stage failed in node: .*takes 3 inputs, got 1"):
+        dawn.run_stage("text", [np.zeros((1, 4), np.int32)])
 
 
 def test_source_of_long_phases_in_browser_matches_cpu(browser, cpu_trace):

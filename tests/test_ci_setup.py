@@ -14,16 +14,23 @@ SETUP = Path(__file__).resolve().parents[1] / ".ci" / "setup"
 TOOLS = ("qemu-aarch64-static", "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "chromium", "emcc")
 
 
-def _setup(tmp_path: Path, present: tuple[str, ...]) -> subprocess.CompletedProcess:
-    """.ci/setup with PATH holding only ``present`` (stub commands) and ``id``."""
+def _setup(
+    tmp_path: Path, present: tuple[str, ...], vulkan: bool = True
+) -> subprocess.CompletedProcess:
+    """.ci/setup with PATH holding only ``present`` (stub commands) and ``id``, and the
+    library folder holding the Vulkan loader or not."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    if vulkan:
+        (lib_dir / "libvulkan.so.1").write_bytes(b"")
     for name in present:
         stub = bin_dir / name
         stub.write_text("#!/bin/sh\nexit 0\n")
         stub.chmod(0o755)
     os.symlink(shutil.which("id"), bin_dir / "id")
-    env = {"PATH": str(bin_dir), "CI_SETUP_DRY_RUN": "1"}
+    env = {"PATH": str(bin_dir), "CI_SETUP_DRY_RUN": "1", "CI_SETUP_LIBDIRS": str(lib_dir)}
     return subprocess.run([shutil.which("bash"), str(SETUP)], env=env, capture_output=True, text=True)
 
 
@@ -48,6 +55,12 @@ def test_machine_without_node_gets_debian_node_and_npm(tmp_path):
 
 def test_complete_machine_installs_nothing(tmp_path):
     assert _setup(tmp_path, TOOLS + ("node", "npm")).stdout == ""
+
+
+def test_machine_without_the_vulkan_loader_gets_it(tmp_path):
+    # node on Dawn (tests/test_browser.py) loads libvulkan.so.1, a library, not a command
+    packages = _packages(_setup(tmp_path, TOOLS + ("node", "npm"), vulkan=False))
+    assert packages == {"libvulkan1", "debian-archive-keyring"}
 
 
 @pytest.mark.parametrize("present", [("node",) + TOOLS])
