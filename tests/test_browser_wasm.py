@@ -148,6 +148,43 @@ def test_wasm_weights_go_straight_into_the_stage_memory(browser):
     assert all(size <= 4 << 10 for size in got["stacks"].values()), got
 
 
+# A fresh build: stages asked for at once, loads and calls interleaved, against the same
+# calls one after another
+_AT_ONCE = """async (base) => {
+  const { loadBuild } = await import(base + "kokoro.js");
+  const frames = 4;
+  const text = [{ data: Int32Array.of(0, 5, 6, 7, 0), shape: [1, 5] },
+                { data: Int32Array.of(5), shape: [1] },
+                { data: new Float32Array(128).fill(0.1), shape: [1, 128] }];
+  const source = [{ data: new Float32Array(2 * frames).fill(120), shape: [1, 2 * frames] },
+                  { data: Int32Array.of(frames), shape: [1] },
+                  { data: new Float32Array(600 * frames * 9).fill(0.01), shape: [1, 600 * frames, 9] }];
+  const flat = (outputs) => outputs.map((o) => Array.from(o.data));
+  const together = await loadBuild(base);
+  const got = await Promise.all([together.run("text", text), together.run("source", source),
+                                 together.run("text", text), together.run("source", source)]);
+  const apart = await loadBuild(base);
+  const want = [await apart.run("text", text), await apart.run("source", source)];
+  return { got: got.map(flat), want: want.map(flat) };
+}"""
+
+
+def test_wasm_stages_called_at_once_compute_what_they_compute_apart(browser):
+    """Calls made at once (a page that speaks two texts together) share the one module:
+    kokoro.js runs one stage load or call at a time in it (tvmjs's scopes are the
+    instance's), and each gets what it gets alone."""
+    page = browser._new_page(browser._browser)
+    try:
+        page.goto(browser.server.url + artifacts.MANIFEST)
+        page.add_script_tag(url=browser.server.url + "tvmjs.js")
+        result = page.evaluate(_AT_ONCE, browser.server.url)
+    finally:
+        page.close()
+    text, source = result["want"]
+    assert all(np.isfinite(np.concatenate([np.asarray(a) for a in text + source])))
+    assert result["got"] == [text, source, text, source]
+
+
 def test_python_refuses_a_wasm_build(wasm_build):
     with pytest.raises(ValueError, match="compiled for wasm32, a browser's CPU"):
         Synthesizer(wasm_build)

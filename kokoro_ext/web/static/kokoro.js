@@ -291,13 +291,9 @@ class Stage {
     return this.module.workers.length + 1;
   }
 
-  /** Run the stage on `inputs` (in the signature's order); its outputs, on the CPU.
-   * One call at a time in a module: tvmjs's scopes are its instance's, a stack. */
+  /** Run the stage on `inputs` (in the signature's order); its outputs, on the CPU. */
   run(inputs) {
-    const module = this.module;
-    const done = module.queue.then(() => this.#run(inputs));
-    module.queue = done.catch(() => {});
-    return done;
+    return exclusive(this.module, () => this.#run(inputs));
   }
 
   async #run(inputs) {
@@ -338,6 +334,14 @@ class Stage {
       tvm.endScope();
     }
   }
+}
+
+/** `task()` once the module's earlier tasks are done: one stage call or load at a time
+ * in a module, whose tvmjs scopes (a stack of the instance's) span their awaits. */
+function exclusive(module, task) {
+  const done = module.queue.then(task);
+  module.queue = done.catch(() => {});
+  return done;
 }
 
 /** The Relax VM of the stage whose symbols `lib` holds (its module's system library
@@ -409,6 +413,12 @@ export class Build {
     const entry = this.manifest.stages[name];
     if (entry === undefined) throw new Error(`the build has no stage ${name}`);
     const [module, weights] = await Promise.all([this.module(entry.file), this.#fetch(entry.weights.file)]);
+    return exclusive(module, () => this.#setUp(module, entry, weights));
+  }
+
+  /** The stage `entry` of `module`: its VM, `main` and `weights` (the file's bytes) in
+   * the module's instance. */
+  async #setUp(module, entry, weights) {
     const tvm = module.tvm;
     const device = this.gpu ? tvm.webgpu() : tvm.cpu();
     // what outlives this scope is detached from it: the VM, main and the weights
