@@ -107,6 +107,17 @@ BOUNDS = {
 }
 
 
+def assert_near(got: dict, want: dict, bounds: dict) -> None:
+    """Each output of ``want`` in ``got``, of its shape, finite and within its bound of
+    max |got - want| / max |want|."""
+    assert set(got) == set(want)
+    for name, reference in want.items():
+        assert got[name].shape == reference.shape, name
+        assert np.isfinite(got[name]).all(), name
+        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
+        assert error <= bounds[name], (name, error)
+
+
 @pytest.mark.parametrize("stage", ["text", "prosody", "source"])
 def test_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
     from kokoro_ext.tools.browser import browser_stages
@@ -115,13 +126,7 @@ def test_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
     manifest = artifacts.read_manifest(browser.directory)
     inputs = _stage_inputs(trace, synth, stage)
     got = browser_stages(browser, manifest)(stage)(**inputs)
-    want = trace.stages[stage]
-    assert set(got) == set(want)
-    for name, reference in want.items():
-        assert got[name].shape == reference.shape, name
-        assert np.isfinite(got[name]).all(), name
-        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
-        assert error <= BOUNDS[stage][name], (name, error)
+    assert_near(got, trace.stages[stage], BOUNDS[stage])
 
 
 @pytest.fixture(scope="module")
@@ -149,13 +154,7 @@ def test_stage_in_node_on_dawn_matches_cpu(dawn, cpu_trace, stage):
     got = browser_stages(dawn, manifest)(stage)(**_stage_inputs(trace, synth, stage))
     assert "swiftshader" in dawn.adapter.lower(), dawn.adapter
     assert dawn.seconds[-1][0] == stage and dawn.seconds[-1][1] > 0
-    want = trace.stages[stage]
-    assert set(got) == set(want)
-    for name, reference in want.items():
-        assert got[name].shape == reference.shape, name
-        assert np.isfinite(got[name]).all(), name
-        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
-        assert error <= BOUNDS[stage][name], (name, error)
+    assert_near(got, trace.stages[stage], BOUNDS[stage])
 
 
 def test_node_on_dawn_says_what_failed(dawn):

@@ -22,7 +22,9 @@ from kokoro_ext.run.synthesizer import Synthesizer
 from kokoro_ext.run.weights import stored_end
 from small_build import build_grid, build_small, rewire
 # skips as test_browser does; its cpu_trace fixture serves here too
-from test_browser import PHONEMES, _cpu_trace, _stage_inputs, cpu_trace, snr_db  # noqa: F401
+from test_browser import (  # noqa: F401
+    PHONEMES, _cpu_trace, _stage_inputs, assert_near, cpu_trace, snr_db,
+)
 
 #: The whole synthesis in the browser: 6 frames with the random weights.
 SHORT = "ʌ"
@@ -100,19 +102,25 @@ _CACHE_BUDGET = """async ([base, name]) => {
 }"""
 
 
+def _in_fresh_page(browser, script: str, arg):
+    """``script`` on ``arg`` in a new page of the build's origin with tvmjs loaded (no
+    build loaded: the script loads its own)."""
+    page = browser._new_page(browser._browser)
+    try:
+        page.goto(browser.server.url + artifacts.MANIFEST)
+        page.add_script_tag(url=browser.server.url + "tvmjs.js")
+        return page.evaluate(script, arg)
+    finally:
+        page.close()
+
+
 def test_wasm_decoder_keeps_no_winograd_filter(browser):
     """In the browser the Winograd filters made from int8 taps are transformed at each
     call, none kept (winograd.cc's FilterCache: 192 MB natively): a WebAssembly memory
     never shrinks, so kept filters would stay in the page's memory for good."""
     from kokoro_ext.run import kernels
 
-    page = browser._new_page(browser._browser)
-    try:
-        page.goto(browser.server.url + artifacts.MANIFEST)
-        page.add_script_tag(url=browser.server.url + "tvmjs.js")
-        budget = page.evaluate(_CACHE_BUDGET, [browser.server.url, kernels.WINOGRAD_CACHE_BUDGET])
-    finally:
-        page.close()
+    budget = _in_fresh_page(browser, _CACHE_BUDGET, [browser.server.url, kernels.WINOGRAD_CACHE_BUDGET])
     assert budget == 0
 
 
@@ -137,13 +145,7 @@ def test_wasm_weights_go_straight_into_the_stage_memory(browser):
     copyFromRawBytes would pass each through its call stack, whose JS buffer and block of
     the stage's memory grow to twice the largest copy and stay (the real decoder: 20 MB of
     each for its 10 MB upsampling weight)."""
-    page = browser._new_page(browser._browser)
-    try:
-        page.goto(browser.server.url + artifacts.MANIFEST)
-        page.add_script_tag(url=browser.server.url + "tvmjs.js")
-        got = page.evaluate(_CALL_STACKS, browser.server.url)
-    finally:
-        page.close()
+    got = _in_fresh_page(browser, _CALL_STACKS, browser.server.url)
     assert max(got["weights"].values()) > 64 << 10, got  # weights a stack would have grown to
     assert all(size <= 4 << 10 for size in got["stacks"].values()), got
 
@@ -173,13 +175,7 @@ def test_wasm_stages_called_at_once_compute_what_they_compute_apart(browser):
     """Calls made at once (a page that speaks two texts together) share the one module:
     kokoro.js runs one stage load or call at a time in it (tvmjs's scopes are the
     instance's), and each gets what it gets alone."""
-    page = browser._new_page(browser._browser)
-    try:
-        page.goto(browser.server.url + artifacts.MANIFEST)
-        page.add_script_tag(url=browser.server.url + "tvmjs.js")
-        result = page.evaluate(_AT_ONCE, browser.server.url)
-    finally:
-        page.close()
+    result = _in_fresh_page(browser, _AT_ONCE, browser.server.url)
     text, source = result["want"]
     assert all(np.isfinite(np.concatenate([np.asarray(a) for a in text + source])))
     assert result["got"] == [text, source, text, source]
@@ -197,13 +193,7 @@ def test_wasm_stage_in_browser_matches_cpu(browser, cpu_trace, stage):
     synth, _, _, trace = cpu_trace
     manifest = artifacts.read_manifest(browser.directory)
     got = browser_stages(browser, manifest)(stage)(**_stage_inputs(trace, synth, stage))
-    want = trace.stages[stage]
-    assert set(got) == set(want)
-    for name, reference in want.items():
-        assert got[name].shape == reference.shape, name
-        assert np.isfinite(got[name]).all(), name
-        error = np.max(np.abs(got[name] - reference)) / np.max(np.abs(reference))
-        assert error <= BOUNDS[stage][name], (name, error)
+    assert_near(got, trace.stages[stage], BOUNDS[stage])
 
 
 def test_whole_synthesis_in_wasm(browser, build_dir):

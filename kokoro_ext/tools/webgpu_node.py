@@ -18,7 +18,6 @@ import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
 import numpy as np
 
@@ -120,12 +119,12 @@ class NodeWebGpu:
             np.fromfile(o["file"], dtype=o["dtype"]).reshape(o["shape"]) for o in reply["outputs"]
         ]
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_exception: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Ends node (its stdin closed: it finishes the requests it has) and removes the
+        arrays' files."""
         if self._process.stdin is not None:
             self._process.stdin.close()
         try:
