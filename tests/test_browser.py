@@ -159,7 +159,7 @@ def test_stage_in_node_on_dawn_matches_cpu(dawn, cpu_trace, stage):
 
 def test_node_on_dawn_says_what_failed(dawn):
     """A stage given the wrong inputs: the error kokoro.js throws, not a hang."""
-    with pytest.raises(RuntimeError, match="the text stage failed in node: .*takes 3 inputs, got 1"):
+    with pytest.raises(RuntimeError, match="the text stage failed in node: .*stage text takes 3 inputs, got 1"):
         dawn.run_stage("text", [np.zeros((1, 4), np.int32)])
 
 

@@ -57,8 +57,8 @@ async function handle(request) {
     const bytes = await readFile(file);
     const Type = TYPES[dtype];
     if (Type === undefined) throw new Error(`input dtype ${dtype} is not supported`);
-    const data = new Type(bytes.buffer, bytes.byteOffset, bytes.byteLength / Type.BYTES_PER_ELEMENT);
-    return { data: data.slice(), shape };
+    // a copy of its own at offset 0: node's Buffer may sit unaligned in a shared pool
+    return { data: new Type(new Uint8Array(bytes).buffer), shape };
   }));
   const started = performance.now();
   const outputs = await tvmBuild.run(request.stage, inputs);

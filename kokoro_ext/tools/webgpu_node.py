@@ -13,6 +13,7 @@ time in node (inputs in, outputs back on the host) and ``adapter`` the adapter D
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -74,8 +75,6 @@ class NodeWebGpu:
 
     def __init__(self, directory: Path, env: dict[str, str] | None = None,
                  package: Path | None = None) -> None:  # fmt: skip
-        import os
-
         node = shutil.which("node")
         if node is None:
             raise NodeUnavailable("node is not on PATH: the WebGPU build runs in node on Dawn")

@@ -282,8 +282,8 @@ function copyIn(tvm, tensor, bytes) {
 const bytesOf = (array) => new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
 
 class Stage {
-  constructor(module, device, vm, main, weights, entry) {
-    Object.assign(this, { module, device, vm, main, weights, entry, tvm: module.tvm });
+  constructor(name, module, device, vm, main, weights, entry) {
+    Object.assign(this, { name, module, device, vm, main, weights, entry, tvm: module.tvm });
   }
 
   /** The threads it runs on: its module's workers and the caller. */
@@ -301,7 +301,7 @@ class Stage {
     const device = this.device;
     const signature = entry.signature;
     if (inputs.length !== signature.inputs.length) {
-      throw new Error(`stage ${entry.prefix || entry.file} takes ${signature.inputs.length} inputs, got ${inputs.length}`);
+      throw new Error(`stage ${this.name} takes ${signature.inputs.length} inputs, got ${inputs.length}`);
     }
     tvm.beginScope();
     try {
@@ -413,12 +413,12 @@ export class Build {
     const entry = this.manifest.stages[name];
     if (entry === undefined) throw new Error(`the build has no stage ${name}`);
     const [module, weights] = await Promise.all([this.module(entry.file), this.#fetch(entry.weights.file)]);
-    return exclusive(module, () => this.#setUp(module, entry, weights));
+    return exclusive(module, () => this.#setUp(name, module, entry, weights));
   }
 
-  /** The stage `entry` of `module`: its VM, `main` and `weights` (the file's bytes) in
-   * the module's instance. */
-  async #setUp(module, entry, weights) {
+  /** The stage `name` (`entry`) of `module`: its VM, `main` and `weights` (the file's
+   * bytes) in the module's instance. */
+  async #setUp(name, module, entry, weights) {
     const tvm = module.tvm;
     const device = this.gpu ? tvm.webgpu() : tvm.cpu();
     // what outlives this scope is detached from it: the VM, main and the weights
@@ -435,7 +435,7 @@ export class Build {
         return copyIn(tvm, tensor, bytesOf(decodeWeight(weights, spec, i, entry.weights.file)));
       });
       await device.sync();
-      return new Stage(module, device, vm, main, arrays, entry);
+      return new Stage(name, module, device, vm, main, arrays, entry);
     } finally {
       tvm.endScope();
     }
